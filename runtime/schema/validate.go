@@ -1,0 +1,208 @@
+package schema
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/kaptinlin/jsonschema"
+)
+
+// Validate checks an instance, given as JSON bytes, against the schema. It
+// returns nil or a *ValidationError (errors.Is(err, ErrInvalid)). Numbers
+// are compared exactly as written (no float64 rounding). Malformed JSON is
+// one issue with InstancePointer "". A number literal longer than 1000
+// characters or with an exponent beyond ±1000 is an issue at its place.
+func (s *Schema) Validate(instance []byte) error {
+	v, jerr := decodeJSON(instance, 0, true)
+	if jerr != nil {
+		ptr := jerr.Pointer
+		if jerr.Malformed {
+			ptr = ""
+		}
+		return &ValidationError{Issues: []Issue{{InstancePointer: ptr, Message: jerr.Reason}}}
+	}
+	issues, ok := s.c.validate(v)
+	if ok {
+		return nil
+	}
+	return &ValidationError{Issues: issues}
+}
+
+// validate validates a decoded instance. It never panics: a failure inside
+// the library is reported as an issue (an invalid verdict fails closed).
+func (c *compiled) validate(v any) (issues []Issue, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			issues, ok = []Issue{{Message: "internal error: the validator failed on this value"}}, false
+		}
+	}()
+	// v is never []byte, so Validate evaluates it as a decoded JSON value.
+	res := c.lib.Validate(v)
+	if res.IsValid() {
+		return nil, true
+	}
+	w := &collector{c: c, inst: v}
+	w.result(res, nil, nil, "")
+	if len(w.issues) == 0 { // a result shape this package does not know
+		w.issues = append(w.issues, Issue{Message: "value does not satisfy the schema"})
+	}
+	return sortIssues(w.issues), false
+}
+
+// collector turns the library's result tree into issues with absolute
+// pointers. Each result node carries its path relative to its parent
+// ("/properties/name", "/items/3", "" for a $ref, ...); the collector
+// rebuilds absolute instance and schema pointers while descending, and
+// follows a $ref to the target the gate resolved.
+type collector struct {
+	c      *compiled
+	inst   any
+	issues []Issue
+}
+
+// summaries are keywords whose error only says that a subschema failed; the
+// details below them say what failed.
+var summaries = map[string]bool{
+	"properties": true, "additionalProperties": true, "items": true,
+	"prefixItems": true, "allOf": true, "$ref": true,
+}
+
+// result collects the issues of one result node: the schema at sch applied
+// to the instance value at inst; via is the keyword that led here.
+func (w *collector) result(r *jsonschema.EvaluationResult, inst, sch []string, via string) {
+	for _, kw := range slices.Sorted(maps.Keys(r.Errors)) {
+		e := r.Errors[kw]
+		switch {
+		case summaries[kw]:
+		case kw == "schema": // a false schema
+			w.falseSchema(inst, sch, via)
+		default:
+			w.assertion(kw, e, inst, sch)
+		}
+	}
+	for _, d := range r.Details {
+		if d.Valid {
+			continue
+		}
+		path := d.EvaluationPath
+		switch {
+		case path == "":
+			if target, ok := w.c.refTargets[formatPointer(sch)]; ok {
+				w.result(d, inst, target, "")
+			}
+		case strings.HasPrefix(path, "/properties/"):
+			name := path[len("/properties/"):]
+			// The library also evaluates a missing required property's
+			// schema against null; "required" already reports it.
+			if obj, ok := w.value(inst).(map[string]any); ok {
+				if _, present := obj[name]; present {
+					w.result(d, appendToken(inst, name), appendToken(sch, "properties", name), "properties")
+				}
+			}
+		case strings.HasPrefix(path, "/additionalProperties/"):
+			name := path[len("/additionalProperties/"):]
+			w.result(d, appendToken(inst, name), appendToken(sch, "additionalProperties"), "additionalProperties")
+		case strings.HasPrefix(path, "/items/"):
+			w.result(d, appendToken(inst, path[len("/items/"):]), appendToken(sch, "items"), "items")
+		case strings.HasPrefix(path, "/prefixItems/"):
+			i := path[len("/prefixItems/"):]
+			w.result(d, appendToken(inst, i), appendToken(sch, "prefixItems", i), "prefixItems")
+		case strings.HasPrefix(path, "/allOf/"):
+			w.result(d, inst, appendToken(sch, "allOf", path[len("/allOf/"):]), "")
+		}
+		// "/not/": a failing subschema is what not wants. "/anyOf/i" and
+		// "/oneOf/i": below, only when no alternative matched.
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		if e, ok := r.Errors[kw]; ok && e.Code != "one_of_multiple_matches" {
+			w.alternatives(r, kw, inst, sch)
+		}
+	}
+}
+
+// alternatives collects the issues of every alternative of a failed anyOf or
+// oneOf. When some alternatives fail a const or enum on a direct property
+// (a discriminator such as "type") and others do not, only the others are
+// reported: they are the ones the value was meant to match.
+func (w *collector) alternatives(r *jsonschema.EvaluationResult, kw string, inst, sch []string) {
+	prefix := "/" + kw + "/"
+	var kept, rest [][]Issue
+	for _, d := range r.Details {
+		if d.Valid || !strings.HasPrefix(d.EvaluationPath, prefix) {
+			continue
+		}
+		branch := appendToken(sch, kw, d.EvaluationPath[len(prefix):])
+		start := len(w.issues)
+		w.result(d, inst, branch, "")
+		issues := slices.Clone(w.issues[start:])
+		w.issues = w.issues[:start]
+		if discriminatorMismatch(issues, inst, branch) {
+			rest = append(rest, issues)
+		} else {
+			kept = append(kept, issues)
+		}
+	}
+	if len(kept) == 0 {
+		kept = rest
+	}
+	for _, issues := range kept {
+		w.issues = append(w.issues, issues...)
+	}
+}
+
+func discriminatorMismatch(issues []Issue, inst, branch []string) bool {
+	for _, is := range issues {
+		if is.Keyword != "const" && is.Keyword != "enum" {
+			continue
+		}
+		tokens, err := parsePointer(is.InstancePointer)
+		if err != nil || len(tokens) != len(inst)+1 {
+			continue
+		}
+		name := tokens[len(tokens)-1]
+		if is.SchemaPointer == formatPointer(appendToken(branch, "properties", name, is.Keyword)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *collector) value(inst []string) any {
+	v, _ := lookup(w.inst, inst)
+	return v
+}
+
+func (w *collector) assertion(kw string, e *jsonschema.EvaluationError, inst, sch []string) {
+	obj, _ := lookup(w.c.doc, sch)
+	m, _ := obj.(map[string]any)
+	w.issues = append(w.issues, Issue{
+		InstancePointer: formatPointer(inst),
+		SchemaPointer:   formatPointer(appendToken(sch, kw)),
+		Keyword:         kw,
+		Message:         message(kw, m[kw], w.value(inst), e),
+	})
+}
+
+func (w *collector) falseSchema(inst, sch []string, via string) {
+	is := Issue{
+		InstancePointer: formatPointer(inst),
+		SchemaPointer:   formatPointer(sch),
+		Keyword:         "false",
+		Message:         "no value is allowed here (the schema is false)",
+	}
+	last := ""
+	if len(inst) > 0 {
+		last = inst[len(inst)-1]
+	}
+	switch via {
+	case "additionalProperties":
+		is.Keyword = "additionalProperties"
+		is.Message = "property " + quote(last) + " is not allowed"
+	case "properties":
+		is.Message = "property " + quote(last) + " is not allowed"
+	case "items", "prefixItems":
+		is.Message = "item " + last + " is not allowed"
+	}
+	w.issues = append(w.issues, is)
+}

@@ -1,0 +1,363 @@
+// Package storetest is the conformance suite every runtime.Store passes:
+// storetest.Run(t, open) against the memory store and the JetStream store
+// alike, so the run loop's guarantees (C11-C18) hold whatever backs it.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/session"
+)
+
+// Opener acquires the lease of a run in a session and returns the store
+// scoped to it. Opening a run again fences out every earlier handle of it.
+// Opening another run of a session whose admitted run has not completed
+// fails with runtime.ErrSessionBusy.
+type Opener interface {
+	Open(ctx context.Context, sessionID, runID string) (runtime.Store, error)
+}
+
+// Run runs the suite. newOpener is called once per subtest and must return
+// an opener over empty state.
+func Run(t *testing.T, newOpener func(t *testing.T) Opener) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, o Opener)
+	}{
+		{"C11_FreshRunLoadsNil", testFresh},
+		{"C11_EveryFieldRoundTrips", testRoundTrip},
+		{"C13_RevisionAdvancesByExactlyOne", testRevisionSequence},
+		{"C13_IdenticalRetryAppendsOnce", testIdenticalRetry},
+		{"C13_ConflictingRevisionFails", testConflictingRevision},
+		{"C13_ConcurrentWritersOneWins", testConcurrentWriters},
+		{"C12_AppendAndCheckpointMoveTogether", testAtomicAppend},
+		{"C14_LoaderMayReturnAppend", testAppendPayload},
+		{"C15_CompactReplacesWindowKeepsHistory", testCompact},
+		{"C15_CompactFencedByWindowAndLease", testCompactFencing},
+		{"C16_MessageIDsAndMetadataPersist", testMetadata},
+		{"C18_NewLeaseFencesOldWriter", testLeaseFencing},
+		{"C18_SessionContinuationsSerialized", testSessionSerialized},
+		{"DuplicateMessageIDRejected", testDuplicateMessageID},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newOpener(t))
+		})
+	}
+}
+
+func open(t *testing.T, o Opener, sess, run string) runtime.Store {
+	t.Helper()
+	s, err := o.Open(context.Background(), sess, run)
+	if err != nil {
+		t.Fatalf("open %s/%s: %v", sess, run, err)
+	}
+	return s
+}
+
+func text(id, s string) model.Message { return model.TextMessage(id, model.RoleUser, s) }
+
+func cp(rev int64, appends ...model.Message) *runtime.Checkpoint {
+	return &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel, Append: appends}
+}
+
+func save(t *testing.T, s runtime.Store, c *runtime.Checkpoint) {
+	t.Helper()
+	if err := s.SaveCheckpoint(context.Background(), c); err != nil {
+		t.Fatalf("save rev %d: %v", c.Revision, err)
+	}
+}
+
+func ids(msgs []model.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func window(t *testing.T, s runtime.Store) []string {
+	t.Helper()
+	w, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatalf("load window: %v", err)
+	}
+	return ids(w)
+}
+
+func history(t *testing.T, s runtime.Store) []string {
+	t.Helper()
+	a, ok := s.(session.Auditor)
+	if !ok {
+		t.Fatalf("%T does not implement session.Auditor", s)
+	}
+	h, err := a.History(context.Background())
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	return ids(h)
+}
+
+func wantIDs(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func wantErr(t *testing.T, err, target error, what string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: err = %v, want %v", what, err, target)
+	}
+}
+
+func testFresh(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	got, err := s.LoadCheckpoint(context.Background())
+	if err != nil || got != nil {
+		t.Fatalf("fresh LoadCheckpoint = %v, %v; want nil, nil", got, err)
+	}
+	wantIDs(t, "fresh window", window(t, s))
+}
+
+// full is a checkpoint with every field set.
+func full(rev int64) *runtime.Checkpoint {
+	res := model.Message{ID: "k-1-1", Role: model.RoleTool, Parts: []model.Part{{Type: model.PartToolResult, ToolResult: &model.ToolResult{
+		CallID: "c1", Name: "run_js", Content: `{"result":12345678901234567890.5}`, IsError: true,
+		Attachments: []model.Attachment{{Ref: "obj://b/1", MediaType: "image/png", Name: "a.png", Size: 42}}}}}}
+	return &runtime.Checkpoint{
+		Version: runtime.CheckpointVersion, ContractHash: "abc", Revision: rev, RunKey: "k", Phase: runtime.PhaseCompleted, Step: 3,
+		ResponseID: "k-1-0",
+		Calls: []runtime.CallRecord{
+			{ID: "c1", Name: "run_js", Args: `{"code": "return 1"` /* malformed on purpose */, State: runtime.CallError, Result: &res},
+			{ID: "c2", Name: "complete", Args: `{"type":"output","output":{"n":12345678901234567890}}`, State: runtime.CallDone},
+			{ID: "c3", Name: "get_calls", Args: `{}`, State: runtime.CallSkipped},
+		},
+		UsedCallIDs: []string{"c0", "c1", "c2", "c3"},
+		Reply:       &runtime.Reply{Type: runtime.ReplyOutput, Output: json.RawMessage(`{"n":12345678901234567890}`)},
+		Append:      []model.Message{text("k-1-0", "hello"), res},
+	}
+}
+
+func testRoundTrip(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	want := full(1)
+	save(t, s, want)
+	got, err := s.LoadCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Append = nil // a loader may or may not return the payload (C14)
+	w := *want
+	w.Append = nil
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(&w)
+	if string(gb) != string(wb) {
+		t.Fatalf("checkpoint changed in the store:\n got %s\nwant %s", gb, wb)
+	}
+}
+
+func testRevisionSequence(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	ctx := context.Background()
+	wantErr(t, s.SaveCheckpoint(ctx, cp(0)), runtime.ErrConflict, "revision 0")
+	wantErr(t, s.SaveCheckpoint(ctx, cp(2)), runtime.ErrConflict, "revision 2 first")
+	save(t, s, cp(1, text("m1", "a")))
+	wantErr(t, s.SaveCheckpoint(ctx, cp(3)), runtime.ErrConflict, "revision 3 after 1")
+	save(t, s, cp(2, text("m2", "b")))
+	wantErr(t, s.SaveCheckpoint(ctx, cp(1, text("m9", "z"))), runtime.ErrConflict, "stale revision 1")
+	got, err := s.LoadCheckpoint(ctx)
+	if err != nil || got.Revision != 2 {
+		t.Fatalf("load = %+v, %v; want revision 2", got, err)
+	}
+	wantIDs(t, "window", window(t, s), "m1", "m2")
+}
+
+func testIdenticalRetry(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	c := cp(1, text("m1", "a"))
+	save(t, s, c)
+	save(t, s, cp(1, text("m1", "a")))
+	wantIDs(t, "window", window(t, s), "m1")
+	wantIDs(t, "history", history(t, s), "m1")
+	save(t, s, cp(2, text("m2", "b")))
+	wantIDs(t, "window", window(t, s), "m1", "m2")
+}
+
+func testConflictingRevision(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	save(t, s, cp(1, text("m1", "a")))
+	wantErr(t, s.SaveCheckpoint(context.Background(), cp(1, text("m1", "changed"))), runtime.ErrConflict, "same revision, other content")
+	other := cp(1, text("m1", "a"))
+	other.Phase = runtime.PhaseCalls
+	wantErr(t, s.SaveCheckpoint(context.Background(), other), runtime.ErrConflict, "same revision, other checkpoint")
+	w, err := s.Load(context.Background())
+	if err != nil || len(w) != 1 || w[0].Text() != "a" {
+		t.Fatalf("window after conflicts = %+v, %v", w, err)
+	}
+}
+
+func testConcurrentWriters(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	save(t, s, cp(1, text("m1", "a")))
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = s.SaveCheckpoint(context.Background(), cp(2, text(fmt.Sprintf("w%d", i), "x")))
+		}(i)
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, runtime.ErrConflict):
+			t.Fatalf("racing save: %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d racing writers of revision 2 succeeded, want exactly 1", wins)
+	}
+	if w := window(t, s); len(w) != 2 {
+		t.Fatalf("window = %v, want m1 and the one winner", w)
+	}
+}
+
+func testAtomicAppend(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	save(t, s, cp(1, text("m1", "a"), text("m2", "b")))
+	// A failed commit appends nothing.
+	_ = s.SaveCheckpoint(context.Background(), cp(3, text("m3", "c")))
+	wantIDs(t, "window", window(t, s), "m1", "m2")
+	got, err := s.LoadCheckpoint(context.Background())
+	if err != nil || got.Revision != 1 {
+		t.Fatalf("load = %+v, %v", got, err)
+	}
+}
+
+func testAppendPayload(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	save(t, s, cp(1, text("m1", "a")))
+	got, err := s.LoadCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Append) > 0 && (len(got.Append) != 1 || got.Append[0].ID != "m1") {
+		t.Fatalf("loaded Append = %v: a loader may return the payload, but intact", ids(got.Append))
+	}
+	// The next commit carries only its own payload.
+	next := *got
+	next.Revision, next.Append = 2, []model.Message{text("m2", "b")}
+	save(t, s, &next)
+	wantIDs(t, "history", history(t, s), "m1", "m2")
+}
+
+func testCompact(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	ctx := context.Background()
+	save(t, s, cp(1, text("m1", "a"), text("m2", "b"), text("m3", "c")))
+	err := s.Compact(ctx, session.Compaction{Through: "m3", Window: []model.Message{text("sum1", "summary"), text("m3", "c")}, Reason: "summary"})
+	if err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	wantIDs(t, "window after compaction", window(t, s), "sum1", "m3")
+	save(t, s, cp(2, text("m4", "d")))
+	wantIDs(t, "window after append", window(t, s), "sum1", "m3", "m4")
+	wantIDs(t, "history", history(t, s), "m1", "m2", "m3", "m4")
+	got, err := s.LoadCheckpoint(ctx)
+	if err != nil || got.Revision != 2 {
+		t.Fatalf("compaction must not be a revision: %+v, %v", got, err)
+	}
+}
+
+func testCompactFencing(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	ctx := context.Background()
+	save(t, s, cp(1, text("m1", "a"), text("m2", "b")))
+	err := s.Compact(ctx, session.Compaction{Through: "m1", Window: []model.Message{text("x", "x")}})
+	wantErr(t, err, runtime.ErrConflict, "compact of a window that moved on")
+	wantIDs(t, "window", window(t, s), "m1", "m2")
+	s2 := open(t, o, "s", "r")
+	err = s.Compact(ctx, session.Compaction{Through: "m2", Window: []model.Message{text("x", "x")}})
+	wantErr(t, err, runtime.ErrLeaseLost, "compact by a fenced-out writer")
+	wantIDs(t, "window", window(t, s2), "m1", "m2")
+}
+
+func testMetadata(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	raw := []byte{0xff, 0x00, '{', '"', '<', '>', '&', 0xc3}
+	m := model.Message{ID: "m1", Role: model.RoleAssistant, Meta: map[string][]byte{"openai.response_id": []byte("resp_1"), "opaque": raw}, Parts: []model.Part{
+		{Type: model.PartReasoning, Text: "thinking...", Meta: map[string][]byte{"anthropic.signature": []byte("sig==")}},
+		{Type: model.PartText, Text: "<b>& \u2028 \"quoted\""},
+		{Type: model.PartToolCall, ToolCall: &model.ToolCall{ID: "c1", Name: "run_js", Args: "{ \"code\" :  \"return 1\" }"}},
+		{Type: model.PartAttachment, Attachment: &model.Attachment{Ref: "obj://x", MediaType: "text/plain", Size: 3}},
+	}}
+	save(t, s, cp(1, m))
+	w, err := s.Load(context.Background())
+	if err != nil || len(w) != 1 {
+		t.Fatalf("load: %v, %v", w, err)
+	}
+	if !reflect.DeepEqual(w[0], m) {
+		t.Fatalf("message changed in the store:\n got %#v\nwant %#v", w[0], m)
+	}
+}
+
+func testLeaseFencing(t *testing.T, o Opener) {
+	old := open(t, o, "s", "r")
+	save(t, old, cp(1, text("m1", "a")))
+	cur := open(t, o, "s", "r")
+	wantErr(t, old.SaveCheckpoint(context.Background(), cp(2, text("m2", "b"))), runtime.ErrLeaseLost, "old writer after a new lease")
+	save(t, cur, cp(2, text("m3", "c")))
+	wantIDs(t, "window", window(t, cur), "m1", "m3")
+}
+
+func testSessionSerialized(t *testing.T, o Opener) {
+	ctx := context.Background()
+	r1 := open(t, o, "s", "r1")
+	save(t, r1, cp(1, text("m1", "a")))
+	if _, err := o.Open(ctx, "s", "r2"); !errors.Is(err, runtime.ErrSessionBusy) {
+		t.Fatalf("open of a second run while the first is active: %v, want ErrSessionBusy", err)
+	}
+	done := cp(2, text("m2", "answer"))
+	done.Phase, done.Reply = runtime.PhaseCompleted, &runtime.Reply{Type: runtime.ReplyNeedsInput, Question: "which one?"}
+	save(t, r1, done)
+	r2 := open(t, o, "s", "r2")
+	got, err := r2.LoadCheckpoint(ctx)
+	if err != nil || got != nil {
+		t.Fatalf("continuation run must start fresh: %+v, %v", got, err)
+	}
+	wantIDs(t, "continuation window", window(t, r2), "m1", "m2")
+	save(t, r2, cp(1, text("m3", "b")))
+	wantIDs(t, "history", history(t, r2), "m1", "m2", "m3")
+	// The completed run can still be read (C7) without taking the session.
+	again := open(t, o, "s", "r1")
+	got, err = again.LoadCheckpoint(ctx)
+	if err != nil || got.Reply == nil {
+		t.Fatalf("completed run reload: %+v, %v", got, err)
+	}
+	save(t, r2, cp(2, text("m4", "c")))
+}
+
+func testDuplicateMessageID(t *testing.T, o Opener) {
+	s := open(t, o, "s", "r")
+	save(t, s, cp(1, text("m1", "a")))
+	wantErr(t, s.SaveCheckpoint(context.Background(), cp(2, text("m1", "again"))), runtime.ErrConflict, "message ID appended twice")
+	wantIDs(t, "history", history(t, s), "m1")
+}
