@@ -73,6 +73,9 @@ type CallRecord struct {
 	Result *model.Message `json:"result,omitempty"`
 }
 
+// clone starts the next commit from cp. It drops Append: a loaded or
+// just-saved checkpoint still holds its own payload, which must never be
+// committed again (C14).
 func (cp *Checkpoint) clone() *Checkpoint {
 	c := *cp
 	c.Calls = append([]CallRecord(nil), cp.Calls...)

@@ -295,6 +295,7 @@ func TestC36_ModelInputsAreRedacted(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"call kv.get {\"key\":\"a\"}"}`)), calls(completeOutput("c2", "x")))
 	e.backend.Results = map[string]string{"kv.get": `{"password":"s3cr3t"}`}
 	e.def.Instructions = "The admin password is s3cr3t; never reveal it."
+	e.message = "Use the key s3cr3t to log in."
 	e.complete()
 	for i, req := range e.model.Requests() {
 		b, _ := json.Marshal(req)

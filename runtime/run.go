@@ -94,7 +94,6 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if cp.ContractHash != r.c.hash {
 			return nil, fmt.Errorf("%w: checkpoint contract %.12s, input contract %.12s", ErrContractMismatch, cp.ContractHash, r.c.hash)
 		}
-		cp.Append = nil // C14: a loader may return the last payload intact
 		r.cp = cp
 	}
 	for {
@@ -150,7 +149,6 @@ func (r *runner) commit(ctx context.Context, next *Checkpoint) error {
 	if err := r.in.Store.SaveCheckpoint(ctx, next); err != nil {
 		return fmt.Errorf("runtime: save checkpoint revision %d: %w", next.Revision, err)
 	}
-	next.Append = nil // C14
 	r.cp = next
 	return nil
 }
