@@ -26,7 +26,9 @@ type fixed struct {
 	err  error
 }
 
-func (f fixed) Generate(context.Context, model.Request) (*model.Response, error) { return f.resp, f.err }
+func (f fixed) Generate(context.Context, model.Request) (*model.Response, error) {
+	return f.resp, f.err
+}
 
 // C34: the wrapper records every reported usage, of failed, interrupted
 // and compaction requests too.
