@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ type scenario struct {
 	// budget is the controller's step limit (0: unlimited). With a tight
 	// budget a lost response commit ends the run at the gate (C35).
 	budget int
+	// setup adjusts the host before the first attempt.
+	setup func(e *env)
 }
 
 func scenarios() []scenario {
@@ -46,6 +49,7 @@ func scenarios() []scenario {
 			calls(call("c1", "run_js", `{"code":"return 1"}`)),
 			calls(completeOutput("c2", "ok")),
 		}},
+		{name: "compaction_prune_and_summary", steps: longRun(12), setup: smallWindow},
 	}
 }
 
@@ -62,12 +66,16 @@ func TestCrashMatrix(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			base := newEnv(t, sc.steps...)
 			base.ctrl.Steps = sc.budget
+			if sc.setup != nil {
+				sc.setup(base)
+			}
 			want, err := base.drive(10, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantHist := base.history()
 			wantChildren := base.ctrl.Children()
+			wantCompactions := compactions(t, base)
 			faultFreeOps := base.db.Ops()
 			cases := 0
 			for i := 0; ; i++ {
@@ -76,6 +84,9 @@ func TestCrashMatrix(t *testing.T) {
 					t.Run(fmt.Sprintf("op%02d_%s", i, mode), func(t *testing.T) {
 						e := newEnv(t, sc.steps...)
 						e.ctrl.Steps = sc.budget
+						if sc.setup != nil {
+							sc.setup(e)
+						}
 						hit := false
 						e.db.SetFault(func(op memory.Op, index int) memory.FaultMode {
 							if index == i {
@@ -89,6 +100,23 @@ func TestCrashMatrix(t *testing.T) {
 						fired = fired || hit
 						cases++
 						checkRecovered(t, sc, e, res, err, want, wantHist, wantChildren)
+						// C15: a crash around Compact neither repeats a compaction
+						// of the same window nor loses one: with the same
+						// transcript (no unknown-effect notice made it shorter),
+						// the same compactions.
+						got := compactions(t, e)
+						seen := map[string]bool{}
+						for _, c := range strings.Fields(strings.Trim(got, "[]")) {
+							if seen[c] {
+								t.Fatalf("window compacted twice: %s", got)
+							}
+							seen[c] = true
+						}
+						hb, _ := json.Marshal(e.history())
+						wb, _ := json.Marshal(wantHist)
+						if err == nil && string(hb) == string(wb) && got != wantCompactions {
+							t.Fatalf("compactions = %s, want %s", got, wantCompactions)
+						}
 					})
 				}
 				if !fired && i >= faultFreeOps {
@@ -212,4 +240,17 @@ func dump(msgs []model.Message) string {
 		}
 	}
 	return b.String()
+}
+
+func compactions(t *testing.T, e *env) string {
+	t.Helper()
+	s, err := e.db.Open(context.Background(), e.session, e.run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range s.(*memory.Store).Compactions() {
+		out = append(out, c.Reason+"@"+c.Through)
+	}
+	return fmt.Sprint(out)
 }

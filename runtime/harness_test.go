@@ -61,6 +61,7 @@ type env struct {
 	redact  runtime.Redactor
 	session string
 	run     string
+	limits  runtime.ModelLimits
 }
 
 func newEnv(t testing.TB, steps ...model.Response) *env {
@@ -70,6 +71,7 @@ func newEnv(t testing.TB, steps ...model.Response) *env {
 		clock: runtimetest.NewClock(), ids: runtimetest.FixedID("run1"),
 		def: planner(), subs: subagents(), caps: capabilities(), message: "What is the answer?",
 		redact: runtime.Secrets{"s3cr3t"}, session: "s1", run: "r1",
+		limits: runtime.ModelLimits{ContextTokens: 100_000, OutputTokens: 4_000},
 	}
 }
 
@@ -85,7 +87,7 @@ func (e *env) store() runtime.Store {
 func (e *env) input(s runtime.Store) runtime.Input {
 	return runtime.Input{
 		Definition: e.def, Subagents: e.subs, Model: e.model,
-		ModelLimits: runtime.ModelLimits{ContextTokens: 100_000, OutputTokens: 4_000},
+		ModelLimits: e.limits,
 		Store:       s, Backend: e.backend, ExecutorFactory: e.execs, Controller: e.ctrl,
 		Sink: e.sink, Redactor: e.redact, Message: e.message, Capabilities: e.caps,
 		RecoveryNotice: e.notice, Clock: e.clock, IDs: e.ids,

@@ -3,8 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/session"
 )
 
 // systemNote follows the definition's instructions in every request.
@@ -21,22 +23,17 @@ func (r *runner) modelStep(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime: load window: %w", err)
 	}
+	req := r.stepRequest(window)
+	if session.Overflows(req, r.limits()) {
+		if window, err = r.compact(ctx, window); err != nil {
+			return err
+		}
+		req = r.stepRequest(window)
+	}
 	// The model checkpoint (this phase) is durable before the reservation
 	// (C35); a crash from here on costs a step and recovery reserves again.
 	if err := r.in.Controller.BeforeModel(ctx); err != nil {
 		return fmt.Errorf("runtime: before model: %w", err)
-	}
-	req := model.Request{
-		Purpose:         model.PurposeStep,
-		System:          r.in.Redactor.Redact(r.in.Definition.Instructions + systemNote),
-		Messages:        r.redactAll(window),
-		Tools:           r.c.tools,
-		MaxOutputTokens: r.in.ModelLimits.OutputTokens,
-		Options:         r.in.Definition.ModelOptions,
-	}
-	if r.notice != "" {
-		// Host context, not transcript: it is sent, never committed (C5).
-		req.Messages = append(req.Messages, model.TextMessage("recovery-notice", model.RoleUser, "[host recovery notice] "+r.in.Redactor.Redact(r.notice)))
 	}
 	resp, err := r.in.Model.Generate(ctx, req)
 	if err != nil {
@@ -83,6 +80,79 @@ func (r *runner) modelStep(ctx context.Context) error {
 		r.emit(ctx, SinkEvent{Kind: SinkToolCall, Revision: r.cp.Revision, MessageID: r.cp.ResponseID, CallID: c.ID, Tool: c.Name, Text: c.Args})
 	}
 	return nil
+}
+
+// stepRequest builds a step request from the window, redacted (C36), with
+// the recovery notice if this attempt has not sent it yet (C5).
+func (r *runner) stepRequest(window []model.Message) model.Request {
+	req := model.Request{
+		Purpose:         model.PurposeStep,
+		System:          r.in.Redactor.Redact(r.in.Definition.Instructions + systemNote),
+		Messages:        r.redactAll(window),
+		Tools:           r.c.tools,
+		MaxOutputTokens: r.in.ModelLimits.OutputTokens,
+		Options:         r.in.Definition.ModelOptions,
+	}
+	if r.notice != "" {
+		// Host context, not transcript: it is sent, never committed.
+		req.Messages = append(req.Messages, model.TextMessage("recovery-notice", model.RoleUser, "[host recovery notice] "+r.in.Redactor.Redact(r.notice)))
+	}
+	return req
+}
+
+func (r *runner) limits() session.Limits {
+	return session.Limits{ContextTokens: r.in.ModelLimits.ContextTokens, OutputTokens: r.in.ModelLimits.OutputTokens, MarginTokens: r.in.ModelLimits.MarginTokens}
+}
+
+// compact makes the window fit at a model boundary (C15, C36): prune old
+// tool results if that is enough, otherwise summarize the head with a
+// budgeted model request (C24) and keep the tail. The new window is
+// committed with Store.Compact, which is not a checkpoint revision; a crash
+// before it leaves the old window, after it the next attempt finds the
+// window already small and does not compact again.
+func (r *runner) compact(ctx context.Context, window []model.Message) ([]model.Message, error) {
+	l := r.limits()
+	room := l.Prompt() - session.EstimateRequest(model.Request{System: r.in.Definition.Instructions + systemNote, Tools: r.c.tools})
+	if room <= 0 || len(window) == 0 {
+		return nil, fmt.Errorf("runtime: context overflow: instructions and tool definitions alone exceed the %d-token prompt", l.Prompt())
+	}
+	through := window[len(window)-1].ID
+	pruned, changed := session.Prune(window, room/2)
+	if changed && session.EstimateMessages(pruned) <= room {
+		if err := r.in.Store.Compact(ctx, session.Compaction{Through: through, Window: pruned, Reason: "prune"}); err != nil {
+			return nil, fmt.Errorf("runtime: compact (prune): %w", err)
+		}
+		return pruned, nil
+	}
+	head, tail := session.Split(pruned, room/3)
+	if len(head) == 0 {
+		return nil, fmt.Errorf("runtime: context overflow: the latest step alone needs %d tokens of a %d-token prompt", session.EstimateMessages(tail), room)
+	}
+	if err := r.in.Controller.BeforeModel(ctx); err != nil {
+		return nil, fmt.Errorf("runtime: before model (compaction): %w", err)
+	}
+	out := min(l.OutputTokens, room/3)
+	sreq := session.SummaryRequest(r.redactAll(head), l, out)
+	resp, err := r.in.Model.Generate(ctx, sreq)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: model (compaction): %w", err)
+	}
+	summary := ""
+	if resp != nil {
+		summary = strings.TrimSpace(resp.Message.Text())
+	}
+	if summary == "" {
+		return nil, fmt.Errorf("%w: the compaction summary is empty", ErrModelResponse)
+	}
+	cont := session.Continuation(fmt.Sprintf("%s-%d-summary", r.cp.RunKey, r.cp.Revision), session.Task(head), summary)
+	next := append([]model.Message{cont}, tail...)
+	if n := session.EstimateMessages(next); n > room {
+		return nil, fmt.Errorf("runtime: context overflow: the compacted window still needs %d tokens of a %d-token prompt", n, room)
+	}
+	if err := r.in.Store.Compact(ctx, session.Compaction{Through: through, Window: next, Reason: "summary"}); err != nil {
+		return nil, fmt.Errorf("runtime: compact (summary): %w", err)
+	}
+	return next, nil
 }
 
 // checkCallIDs rejects responses the journal cannot hold: a call without an

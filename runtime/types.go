@@ -47,6 +47,9 @@ type ModelLimits struct {
 	// OutputTokens is reserved for the response and sent as the output
 	// limit; required, > 0 and < ContextTokens.
 	OutputTokens int `json:"output_tokens"`
+	// MarginTokens is kept free for the token estimate's error; zero means
+	// 5% of ContextTokens (at least 64).
+	MarginTokens int `json:"margin_tokens,omitempty"`
 }
 
 // Budget is the run's hierarchical budget. The host enforces it durably
