@@ -25,8 +25,9 @@ func longRun(n int) []model.Response {
 // capability returns big results with a secret in them.
 func smallWindow(e *env) {
 	e.def.Subagents, e.subs = nil, nil
+	e.message = "What is the answer? Log in with s3cr3t."
 	e.limits = runtime.ModelLimits{ContextTokens: 2400, OutputTokens: 200}
-	e.backend.Results = map[string]string{"kv.get": `{"value":"` + strings.Repeat("data ", 300) + `s3cr3t"}`}
+	e.backend.Results = map[string]string{"kv.get": `{"value":"s3cr3t ` + strings.Repeat("data ", 300) + `"}`}
 	e.model.Summarize = func(req model.Request) (model.Response, error) {
 		n := strings.Count(req.Messages[0].Text(), "[call ")
 		return model.Response{Message: model.TextMessage("", model.RoleAssistant, fmt.Sprintf("Summary: %d calls made, each read key k.", n)), Usage: model.Usage{InputTokens: 100, OutputTokens: 20}}, nil
@@ -72,7 +73,7 @@ func TestC15_C36_LongRunCompactsAndStaysInsideTheWindow(t *testing.T) {
 	}
 	// The original task survives repeated summaries.
 	last := e.model.Requests()[len(e.model.Requests())-1]
-	if !strings.Contains(last.Messages[0].Text(), "What is the answer?") {
+	if !strings.Contains(last.Messages[0].Text(), "What is the answer? Log in with [REDACTED].") {
 		t.Fatalf("the last window lost the task: %q", last.Messages[0].Text())
 	}
 }
