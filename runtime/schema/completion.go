@@ -3,6 +3,9 @@ package schema
 // outputPointer is where CompletionSchema embeds the output contract.
 const outputPointer = "/oneOf/0/properties/output"
 
+// completionDepth is the nesting the wrapper adds above the contract.
+const completionDepth = 4
+
 // CompletionSchema builds and compiles the discriminated completion schema
 // (C39) around a definition's output contract. The model fills either
 //
@@ -23,8 +26,9 @@ const outputPointer = "/oneOf/0/properties/output"
 // The contract is embedded as the output schema's canonical form with each
 // local $ref prefixed by /oneOf/0/properties/output so that it still
 // resolves; nothing else in it changes. A contract's $schema is repeated at
-// the top level (a nested $schema must name the root's dialect). Errors
-// match ErrGate.
+// the top level (a nested $schema must name the root's dialect). The
+// wrapper adds four levels of nesting, so an output schema nested deeper
+// than 196 levels fails here. Errors match ErrGate.
 func CompletionSchema(output *Schema) (*Schema, error) {
 	if output == nil {
 		return nil, gateErr("", "", "CompletionSchema needs an output schema")

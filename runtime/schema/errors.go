@@ -110,16 +110,17 @@ func sortIssues(issues []Issue) []Issue {
 	return slices.Compact(issues)
 }
 
-// renderPointer shows a pointer in a message: the root as "(root)", and a
-// pointer holding control characters quoted, so every issue stays one line.
+// renderPointer shows a pointer in a message: the root as "(root)", a
+// pointer holding control characters quoted, so every issue stays one line,
+// and a very long one clipped.
 func renderPointer(p string) string {
 	if p == "" {
 		return "(root)"
 	}
 	for _, r := range p {
 		if r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029' {
-			return strconv.Quote(p)
+			return clip(strconv.Quote(p), 200)
 		}
 	}
-	return p
+	return clip(p, 200)
 }

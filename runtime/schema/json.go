@@ -19,6 +19,10 @@ const (
 	// maxSchemaDepth is the deepest nesting of arrays and objects accepted in
 	// a schema document.
 	maxSchemaDepth = 200
+	// maxInstanceDepth is the same for instances. The library's cycle check
+	// and the error collection are quadratic in depth: 10,000 levels (the
+	// JSON decoder's own limit) take seconds, 1000 a few milliseconds.
+	maxInstanceDepth = 1000
 	// maxNumberLen is the longest number literal accepted, in bytes.
 	maxNumberLen = 1000
 	// maxExponent bounds the absolute value of a number's exponent
@@ -41,8 +45,7 @@ func (e *jsonError) Error() string { return e.Reason }
 // arrays []any, numbers json.Number holding the literal as written (so no
 // precision is lost), strings string, and true/false/null bool and nil.
 // Duplicate object names and invalid UTF-8 are malformed (the JSON decoder
-// of the library rejects them too). maxDepth <= 0 means the decoder's own
-// limit (10000). With limitNumbers, numbers beyond maxNumberLen or
+// of the library rejects them too). maxDepth bounds the nesting. With limitNumbers, numbers beyond maxNumberLen or
 // maxExponent are refused (the gate checks a schema's numbers itself, to
 // name the keyword).
 func decodeJSON(data []byte, maxDepth int, limitNumbers bool) (any, *jsonError) {
@@ -98,8 +101,8 @@ func (r *reader) value(depth int) (any, *jsonError) {
 		}
 		return json.Number(lit), nil
 	case '{':
-		if r.maxDepth > 0 && depth >= r.maxDepth {
-			return nil, &jsonError{Pointer: string(r.d.StackPointer()), Reason: fmt.Sprintf("nested deeper than %d levels", r.maxDepth)}
+		if depth >= r.maxDepth {
+			return nil, r.tooDeep()
 		}
 		m := map[string]any{}
 		for r.d.PeekKind() != '}' {
@@ -119,8 +122,8 @@ func (r *reader) value(depth int) (any, *jsonError) {
 		}
 		return m, nil
 	case '[':
-		if r.maxDepth > 0 && depth >= r.maxDepth {
-			return nil, &jsonError{Pointer: string(r.d.StackPointer()), Reason: fmt.Sprintf("nested deeper than %d levels", r.maxDepth)}
+		if depth >= r.maxDepth {
+			return nil, r.tooDeep()
 		}
 		a := []any{}
 		for r.d.PeekKind() != ']' {
@@ -136,6 +139,10 @@ func (r *reader) value(depth int) (any, *jsonError) {
 		return a, nil
 	}
 	return nil, &jsonError{Reason: "malformed JSON: unexpected token", Malformed: true}
+}
+
+func (r *reader) tooDeep() *jsonError {
+	return &jsonError{Pointer: string(r.d.StackPointer()), Reason: fmt.Sprintf("nested deeper than %d levels", r.maxDepth)}
 }
 
 // checkNumberLiteral enforces maxNumberLen and maxExponent on a number

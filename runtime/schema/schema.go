@@ -26,6 +26,7 @@ type compiled struct {
 	// refTargets maps the pointer of each schema object holding a $ref to
 	// the tokens of its target, to follow validation results through refs.
 	refTargets map[string][]string
+	plan       *plan // to bound the library's work before it runs
 	isObject   bool
 }
 
@@ -33,7 +34,14 @@ type compiled struct {
 // (errors.Is(err, ErrGate)). Results are cached: compiling the same bytes
 // again costs a hash and a map lookup, and schemas that differ only in
 // whitespace and key order share one compiled form.
-func Compile(raw []byte) (*Schema, error) {
+func Compile(raw []byte) (_ *Schema, err error) {
+	defer func() {
+		// A last resort: a panic in the library (or here) refuses the
+		// schema instead of crashing the node.
+		if p := recover(); p != nil {
+			err = &GateError{Reason: fmt.Sprintf("internal error: the validator failed on this schema: %v", p), internal: true}
+		}
+	}()
 	rawKey := sha256.Sum256(raw)
 	if s, ok := schemaCache.bytes.get(rawKey); ok {
 		return s, nil
@@ -59,14 +67,13 @@ func Compile(raw []byte) (*Schema, error) {
 }
 
 // build gates and compiles a decoded document, uncached.
-func build(doc any, canonical []byte, key [32]byte) (c *compiled, gerr *GateError) {
-	defer func() {
-		if p := recover(); p != nil {
-			c, gerr = nil, &GateError{Reason: fmt.Sprintf("internal error: the validator library failed on this schema: %v", p), internal: true}
-		}
-	}()
+func build(doc any, canonical []byte, key [32]byte) (*compiled, *GateError) {
 	g, gerr := check(doc)
 	if gerr != nil {
+		return nil, gerr
+	}
+	p := newPlan(g)
+	if gerr := p.checkExpansion(g); gerr != nil {
 		return nil, gerr
 	}
 	lib, gerr := compileLibrary(canonical, g)
@@ -80,6 +87,7 @@ func build(doc any, canonical []byte, key [32]byte) (c *compiled, gerr *GateErro
 		canonical:  canonical,
 		hash:       hex.EncodeToString(key[:]),
 		refTargets: g.refTargets,
+		plan:       p,
 		isObject:   obj["type"] == "object",
 	}, nil
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,11 +11,21 @@ import (
 
 // Validate checks an instance, given as JSON bytes, against the schema. It
 // returns nil or a *ValidationError (errors.Is(err, ErrInvalid)). Numbers
-// are compared exactly as written (no float64 rounding). Malformed JSON is
-// one issue with InstancePointer "". A number literal longer than 1000
-// characters or with an exponent beyond ±1000 is an issue at its place.
-func (s *Schema) Validate(instance []byte) error {
-	v, jerr := decodeJSON(instance, 0, true)
+// are compared exactly as written (no float64 rounding); Validate changes
+// nothing, so the caller hands on the same bytes. Malformed JSON is one
+// issue with InstancePointer "". A number literal longer than 1000
+// characters or with an exponent beyond ±1000, and nesting deeper than 1000
+// levels, are one issue at their place. An instance that would take the
+// library more than 200,000 subschema evaluations (about half a second) is
+// refused with one issue at the root, before the library runs.
+func (s *Schema) Validate(instance []byte) (err error) {
+	defer func() {
+		// A last resort: a panic in the library (or here) fails closed.
+		if p := recover(); p != nil {
+			err = &ValidationError{Issues: []Issue{{Message: internalIssue}}}
+		}
+	}()
+	v, jerr := decodeJSON(instance, maxInstanceDepth, true)
 	if jerr != nil {
 		ptr := jerr.Pointer
 		if jerr.Malformed {
@@ -22,33 +33,30 @@ func (s *Schema) Validate(instance []byte) error {
 		}
 		return &ValidationError{Issues: []Issue{{InstancePointer: ptr, Message: jerr.Reason}}}
 	}
-	issues, ok := s.c.validate(v)
-	if ok {
+	if !s.c.plan.evaluations(v, maxEvaluations) {
+		return &ValidationError{Issues: []Issue{{Message: tooCostly}}}
+	}
+	// v is never []byte, so the library evaluates it as a decoded JSON value.
+	res := s.c.lib.Validate(v)
+	if res.IsValid() {
 		return nil
 	}
-	return &ValidationError{Issues: issues}
-}
-
-// validate validates a decoded instance. It never panics: a failure inside
-// the library is reported as an issue (an invalid verdict fails closed).
-func (c *compiled) validate(v any) (issues []Issue, ok bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			issues, ok = []Issue{{Message: "internal error: the validator failed on this value"}}, false
-		}
-	}()
-	// v is never []byte, so Validate evaluates it as a decoded JSON value.
-	res := c.lib.Validate(v)
-	if res.IsValid() {
-		return nil, true
-	}
-	w := &collector{c: c, inst: v}
+	w := &collector{c: s.c, inst: v}
 	w.result(res, nil, nil, "")
 	if len(w.issues) == 0 { // a result shape this package does not know
 		w.issues = append(w.issues, Issue{Message: "value does not satisfy the schema"})
 	}
-	return sortIssues(w.issues), false
+	return &ValidationError{Issues: sortIssues(w.issues)}
 }
+
+// tooCostly is the message of the issue reported when checking an
+// instance would take more than maxEvaluations evaluations.
+var tooCostly = fmt.Sprintf("the value is too large or too deeply nested to check against this schema "+
+	"(more than %d subschema evaluations): send a smaller value", maxEvaluations)
+
+// internalIssue is the message of the issue reported when the library
+// panics while validating.
+const internalIssue = "internal error: the validator failed on this value"
 
 // collector turns the library's result tree into issues with absolute
 // pointers. Each result node carries its path relative to its parent
@@ -122,9 +130,8 @@ func (w *collector) result(r *jsonschema.EvaluationResult, inst, sch []string, v
 }
 
 // alternatives collects the issues of every alternative of a failed anyOf or
-// oneOf. When some alternatives fail a const or enum on a direct property
-// (a discriminator such as "type") and others do not, only the others are
-// reported: they are the ones the value was meant to match.
+// oneOf. When some alternatives were plainly not meant for the value (see
+// mismatched) and others were, only the others are reported.
 func (w *collector) alternatives(r *jsonschema.EvaluationResult, kw string, inst, sch []string) {
 	prefix := "/" + kw + "/"
 	var kept, rest [][]Issue
@@ -137,7 +144,7 @@ func (w *collector) alternatives(r *jsonschema.EvaluationResult, kw string, inst
 		w.result(d, inst, branch, "")
 		issues := slices.Clone(w.issues[start:])
 		w.issues = w.issues[:start]
-		if discriminatorMismatch(issues, inst, branch) {
+		if mismatched(issues, inst) {
 			rest = append(rest, issues)
 		} else {
 			kept = append(kept, issues)
@@ -151,18 +158,26 @@ func (w *collector) alternatives(r *jsonschema.EvaluationResult, kw string, inst
 	}
 }
 
-func discriminatorMismatch(issues []Issue, inst, branch []string) bool {
+// mismatched reports whether an alternative was plainly not meant for the
+// value: its "type" refuses the value itself, or a const or enum refuses a
+// direct property of the value (a discriminator such as "kind"), wherever
+// the alternative defines it (inline or behind a $ref).
+func mismatched(issues []Issue, inst []string) bool {
+	here := formatPointer(inst)
 	for _, is := range issues {
-		if is.Keyword != "const" && is.Keyword != "enum" {
-			continue
-		}
-		tokens, err := parsePointer(is.InstancePointer)
-		if err != nil || len(tokens) != len(inst)+1 {
-			continue
-		}
-		name := tokens[len(tokens)-1]
-		if is.SchemaPointer == formatPointer(appendToken(branch, "properties", name, is.Keyword)) {
-			return true
+		switch is.Keyword {
+		case "type":
+			if is.InstancePointer == here {
+				return true
+			}
+		case "const", "enum":
+			tokens, err := parsePointer(is.InstancePointer)
+			if err != nil || len(tokens) != len(inst)+1 {
+				continue
+			}
+			if strings.HasSuffix(is.SchemaPointer, "/properties/"+escapeToken(tokens[len(tokens)-1])+"/"+is.Keyword) {
+				return true
+			}
 		}
 	}
 	return false
