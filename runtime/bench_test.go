@@ -25,7 +25,7 @@ func BenchmarkToolCall(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				e := newEnv(b, steps...)
-				res, err := runtime.Run(context.Background(), e.input(e.store()))
+				res, err := runtime.Run(context.Background(), e.Input(e.Store()))
 				if err != nil || res.Reply == nil {
 					b.Fatal(err)
 				}

@@ -30,17 +30,17 @@ func (h hookCtrl) BeforeModel(ctx context.Context) error {
 
 func TestC24_BeforeModelGatesEveryRequest(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-	e.complete()
-	if got, want := e.ctrl.Reserved(), len(e.model.Requests()); got != want {
+	e.Complete()
+	if got, want := e.Ctrl.Reserved(), len(e.Model.Requests()); got != want {
 		t.Fatalf("%d reservations for %d requests", got, want)
 	}
 	t.Run("error ends the attempt", func(t *testing.T) {
 		e := newEnv(t, calls(completeOutput("c1", "x")))
 		gate := errors.New("budget: tokens exhausted")
-		in := e.input(e.store())
-		in.Controller = failingBefore{e.ctrl, gate}
-		if _, err := runtime.Run(context.Background(), in); !errors.Is(err, gate) || len(e.model.Requests()) != 0 {
-			t.Fatalf("err = %v, requests %d", err, len(e.model.Requests()))
+		in := e.Input(e.Store())
+		in.Controller = failingBefore{e.Ctrl, gate}
+		if _, err := runtime.Run(context.Background(), in); !errors.Is(err, gate) || len(e.Model.Requests()) != 0 {
+			t.Fatalf("err = %v, requests %d", err, len(e.Model.Requests()))
 		}
 	})
 }
@@ -61,7 +61,7 @@ func TestC25_C26_SpawnAndContinueRedispatchIdempotently(t *testing.T) {
 	lost := map[string]bool{}
 	var attempt func() (*runtime.Result, error)
 	attempt = func() (*runtime.Result, error) {
-		rs := &recStore{Store: e.store()}
+		rs := &recStore{Store: e.Store()}
 		rs.before = func(cp *runtime.Checkpoint) {
 			for _, c := range cp.Calls {
 				if (c.ID == "c1" || c.ID == "c3") && c.State.Terminal() && !lost[c.ID] {
@@ -70,7 +70,7 @@ func TestC25_C26_SpawnAndContinueRedispatchIdempotently(t *testing.T) {
 				}
 			}
 		}
-		return runtime.Run(context.Background(), e.input(rs))
+		return runtime.Run(context.Background(), e.Input(rs))
 	}
 	for i := 0; i < 10; i++ {
 		res, err := attempt()
@@ -79,14 +79,14 @@ func TestC25_C26_SpawnAndContinueRedispatchIdempotently(t *testing.T) {
 			break
 		}
 		if errors.Is(err, runtime.ErrWaiting) {
-			e.ctrl.FinishChildren()
+			e.Ctrl.FinishChildren()
 		}
 	}
-	if e.ctrl.CountFor("Spawn", "c1") != 2 || e.ctrl.CountFor("Continue", "c3") != 2 {
-		t.Fatalf("spawn dispatched %d times, continue %d; want each redispatched once", e.ctrl.CountFor("Spawn", "c1"), e.ctrl.CountFor("Continue", "c3"))
+	if e.Ctrl.CountFor("Spawn", "c1") != 2 || e.Ctrl.CountFor("Continue", "c3") != 2 {
+		t.Fatalf("spawn dispatched %d times, continue %d; want each redispatched once", e.Ctrl.CountFor("Spawn", "c1"), e.Ctrl.CountFor("Continue", "c3"))
 	}
-	if len(e.ctrl.Children()) != 2 {
-		t.Fatalf("children = %v, want one per call", e.ctrl.Children())
+	if len(e.Ctrl.Children()) != 2 {
+		t.Fatalf("children = %v, want one per call", e.Ctrl.Children())
 	}
 }
 
@@ -94,8 +94,8 @@ func TestC27_GetAndCancelGoThroughTheHost(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "get_calls", `{"ids":["c1"]}`), call("c3", "cancel_calls", `{"ids":["c1"]}`)),
 		calls(completeOutput("c4", "x")))
-	e.complete()
-	h := e.history()
+	e.Complete()
+	h := e.History()
 	var got []runtime.CallInfo
 	if err := json.Unmarshal([]byte(toolResult(h, "c2").Content), &got); err != nil || len(got) != 1 || got[0].Status != runtime.StatusRunning {
 		t.Fatalf("get_calls result = %s (%v)", toolResult(h, "c2").Content, err)
@@ -110,29 +110,29 @@ func TestC28_WaitParksKeepsDeadlineAndTimesOutWithoutCancelling(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"],"timeout_seconds":60}`)),
 		calls(completeOutput("c3", "x")))
-	e.ctrl.Clock = e.clock
+	e.Ctrl.Clock = e.Clock
 	for i := 0; i < 3; i++ { // repeated parking
-		res, err := e.attempt()
+		res, err := e.Attempt()
 		if !errors.Is(err, runtime.ErrWaiting) || !res.Waiting {
 			t.Fatalf("attempt %d: %+v, %v", i, res, err)
 		}
-		e.clock.Advance(10 * time.Second)
+		e.Clock.Advance(10 * time.Second)
 	}
-	d, _ := e.ctrl.Deadline("c2")
+	d, _ := e.Ctrl.Deadline("c2")
 	if want := runtimetest.NewClock().Now().Add(60 * time.Second); !d.Equal(want) {
 		t.Fatalf("deadline %v moved from the original %v", d, want)
 	}
-	e.clock.Advance(time.Minute)
+	e.Clock.Advance(time.Minute)
 	// The wait times out; the completion is then rejected while the child
 	// runs, so finish it after the timeout result is committed.
-	e.ctrl.RejectComplete = errors.New("not yet")
-	_, _ = e.attempt()
-	r := toolResult(e.history(), "c2")
+	e.Ctrl.RejectComplete = errors.New("not yet")
+	_, _ = e.Attempt()
+	r := toolResult(e.History(), "c2")
 	var wr runtime.WaitResult
 	if err := json.Unmarshal([]byte(r.Content), &wr); err != nil || !wr.TimedOut || wr.Calls[0].Status != runtime.StatusRunning {
 		t.Fatalf("wait result = %s: a timeout returns the state and cancels nothing", r.Content)
 	}
-	if e.ctrl.Count("Cancel") != 0 {
+	if e.Ctrl.Count("Cancel") != 0 {
 		t.Fatal("timeout cancelled a child")
 	}
 }
@@ -141,34 +141,34 @@ func TestC28_CompletionRacingWithParkingIsNotLost(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)),
 		calls(completeOutput("c3", "x")))
-	if _, err := e.attempt(); !errors.Is(err, runtime.ErrWaiting) {
+	if _, err := e.Attempt(); !errors.Is(err, runtime.ErrWaiting) {
 		t.Fatal(err)
 	}
 	// The child finishes before the host wakes the parent: the next attempt
 	// re-asks Wait with the same call ID and sees the completion.
-	e.ctrl.FinishChildren()
-	e.complete()
-	if e.ctrl.CountFor("Wait", "c2") != 2 {
-		t.Fatalf("Wait for c2 called %d times, want 2 (park, resume)", e.ctrl.CountFor("Wait", "c2"))
+	e.Ctrl.FinishChildren()
+	e.Complete()
+	if e.Ctrl.CountFor("Wait", "c2") != 2 {
+		t.Fatalf("Wait for c2 called %d times, want 2 (park, resume)", e.Ctrl.CountFor("Wait", "c2"))
 	}
 }
 
 func TestC29_CompleteReplayIsAccepted(t *testing.T) {
 	e := newEnv(t, calls(completeOutput("c1", "x")))
 	crashed := false
-	rs := &recStore{Store: e.store()}
+	rs := &recStore{Store: e.Store()}
 	rs.before = func(cp *runtime.Checkpoint) {
 		if cp.Reply != nil && !crashed {
 			crashed = true
 			panic("crash before the completed commit")
 		}
 	}
-	if _, err := runtime.Run(context.Background(), e.input(rs)); !errors.Is(err, runtime.ErrPanic) {
+	if _, err := runtime.Run(context.Background(), e.Input(rs)); !errors.Is(err, runtime.ErrPanic) {
 		t.Fatalf("err = %v", err)
 	}
-	e.complete()
-	if e.ctrl.Count("Complete") != 2 {
-		t.Fatalf("Complete called %d times, want the identical replay", e.ctrl.Count("Complete"))
+	e.Complete()
+	if e.Ctrl.Count("Complete") != 2 {
+		t.Fatalf("Complete called %d times, want the identical replay", e.Ctrl.Count("Complete"))
 	}
 }
 
@@ -176,25 +176,25 @@ func TestC30_RejectedCompleteIsAToolError(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`)),
 		calls(completeOutput("c2", "early"), call("c3", "cancel_calls", `{"ids":["c1"]}`), completeOutput("c4", "late")))
-	reply := e.complete()
+	reply := e.Complete()
 	if string(reply.Output) != `{"answer":"late"}` {
 		t.Fatalf("reply = %s", reply.Output)
 	}
-	if r := toolResult(e.history(), "c2"); !r.IsError || !strings.Contains(r.Content, "children still active") {
+	if r := toolResult(e.History(), "c2"); !r.IsError || !strings.Contains(r.Content, "children still active") {
 		t.Fatalf("rejected complete = %+v", r)
 	}
 }
 
 func TestC31_LaterCallsAreSkippedAfterCompletion(t *testing.T) {
 	e := newEnv(t, calls(completeOutput("c1", "x"), call("c2", "run_js", `{"code":"return 1"}`), call("c3", "spawn_summarizer", `{"text":"t"}`)))
-	e.complete()
-	h := e.history()
+	e.Complete()
+	h := e.History()
 	for _, id := range []string{"c2", "c3"} {
 		if r := toolResult(h, id); r == nil || !strings.HasPrefix(r.Content, "Skipped") {
 			t.Fatalf("%s = %+v, want a skipped outcome", id, r)
 		}
 	}
-	if e.execs.Executed("c2") != 0 || e.ctrl.Count("Spawn") != 0 {
+	if e.Execs.Executed("c2") != 0 || e.Ctrl.Count("Spawn") != 0 {
 		t.Fatal("a call after the completion was dispatched")
 	}
 }
@@ -204,7 +204,7 @@ func TestC31_LaterCallsAreSkippedAfterCompletion(t *testing.T) {
 func TestC32_OneResponseThenCallsInOrder(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"call kv.get {\"key\":\"1\"}"}`), call("c2", "run_js", `{"code":"call kv.get {\"key\":\"2\"}"}`)), calls(completeOutput("c3", "x")))
 	var order []string
-	in := e.input(e.store())
+	in := e.Input(e.Store())
 	in.Model = modelFunc(func(ctx context.Context, req model.Request) (*model.Response, error) {
 		order = append(order, "model")
 		for _, tl := range req.Tools {
@@ -212,16 +212,16 @@ func TestC32_OneResponseThenCallsInOrder(t *testing.T) {
 				t.Fatalf("tool definition %+v", tl)
 			}
 		}
-		return e.model.Generate(ctx, req)
+		return e.Model.Generate(ctx, req)
 	})
 	mustRun(t, in)
-	for _, c := range e.backend.Calls() {
+	for _, c := range e.Backend.Calls() {
 		order = append(order, c.ScriptCallID)
 	}
 	if len(order) != 4 || order[0] != "model" || order[1] != "model" {
 		t.Fatalf("order = %v", order)
 	}
-	bc := e.backend.Calls()
+	bc := e.Backend.Calls()
 	if bc[0].ScriptCallID != "c1" || bc[1].ScriptCallID != "c2" {
 		t.Fatalf("calls ran out of order: %+v", bc)
 	}
@@ -249,7 +249,7 @@ func TestC33_BudgetShapes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, calls(completeOutput("c1", "x")))
-			in := e.input(e.store())
+			in := e.Input(e.Store())
 			in.Budget = tc.budget
 			res, err := runtime.Run(context.Background(), in)
 			if tc.field == "" {
@@ -266,9 +266,9 @@ func TestC33_BudgetShapes(t *testing.T) {
 
 func TestC35_ModelCheckpointPrecedesReservation(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-	s := e.store()
-	in := e.input(s)
-	in.Controller = hookCtrl{e.ctrl, func() {
+	s := e.Store()
+	in := e.Input(s)
+	in.Controller = hookCtrl{e.Ctrl, func() {
 		cp, err := s.LoadCheckpoint(context.Background())
 		if err != nil || cp == nil || cp.Phase != runtime.PhaseModel {
 			t.Errorf("BeforeModel with durable checkpoint %+v (%v): the model checkpoint must be saved first", cp, err)
@@ -278,26 +278,26 @@ func TestC35_ModelCheckpointPrecedesReservation(t *testing.T) {
 
 	t.Run("a crash after the reservation costs a step; recovery stops at the gate", func(t *testing.T) {
 		e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-		e.ctrl.Steps = 2
-		e.model.StepErrors = map[int]error{1: errors.New("connection reset before the request was sent")}
-		if _, err := e.attempt(); err == nil {
+		e.Ctrl.Steps = 2
+		e.Model.StepErrors = map[int]error{1: errors.New("connection reset before the request was sent")}
+		if _, err := e.Attempt(); err == nil {
 			t.Fatal("want the interrupted request's error")
 		}
-		reqs := len(e.model.Requests())
-		_, err := e.attempt()
-		if !errors.Is(err, runtimetest.ErrBudgetExhausted) || len(e.model.Requests()) != reqs {
-			t.Fatalf("err = %v, requests %d -> %d: recovery must stop at the gate without calling the model", err, reqs, len(e.model.Requests()))
+		reqs := len(e.Model.Requests())
+		_, err := e.Attempt()
+		if !errors.Is(err, runtimetest.ErrBudgetExhausted) || len(e.Model.Requests()) != reqs {
+			t.Fatalf("err = %v, requests %d -> %d: recovery must stop at the gate without calling the model", err, reqs, len(e.Model.Requests()))
 		}
 	})
 }
 
 func TestC36_ModelInputsAreRedacted(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"call kv.get {\"key\":\"a\"}"}`)), calls(completeOutput("c2", "x")))
-	e.backend.Results = map[string]string{"kv.get": `{"password":"s3cr3t"}`}
-	e.def.Instructions = "The admin password is s3cr3t; never reveal it."
-	e.message = "Use the key s3cr3t to log in."
-	e.complete()
-	for i, req := range e.model.Requests() {
+	e.Backend.Results = map[string]string{"kv.get": `{"password":"s3cr3t"}`}
+	e.Def.Instructions = "The admin password is s3cr3t; never reveal it."
+	e.Message = "Use the key s3cr3t to log in."
+	e.Complete()
+	for i, req := range e.Model.Requests() {
 		b, _ := json.Marshal(req)
 		if strings.Contains(string(b), "s3cr3t") {
 			t.Fatalf("request %d carries the secret: %s", i, b)
@@ -309,8 +309,8 @@ func TestC37_SinkTextFollowsCommitRedactedWhole(t *testing.T) {
 	resp := calls(call("c1", "run_js", `{"code":"return 1"}`))
 	resp.Message.Parts = append([]model.Part{{Type: model.PartText, Text: "I will use s3cr"}, {Type: model.PartText, Text: "3t now."}}, resp.Message.Parts...)
 	e := newEnv(t, resp, calls(completeOutput("c2", "x")))
-	s := e.store()
-	in := e.input(s)
+	s := e.Store()
+	in := e.Input(s)
 	in.Sink = runtime.SinkFunc(func(ctx context.Context, ev runtime.SinkEvent) {
 		cp, err := s.LoadCheckpoint(ctx)
 		if err != nil || cp.Revision < ev.Revision {
@@ -319,11 +319,11 @@ func TestC37_SinkTextFollowsCommitRedactedWhole(t *testing.T) {
 		if strings.Contains(ev.Text, "s3cr3t") {
 			t.Errorf("sink text leaks the secret: %q", ev.Text)
 		}
-		e.sink.Emit(ctx, ev)
+		e.Sink.Emit(ctx, ev)
 	})
 	mustRun(t, in)
 	var texts []string
-	for _, ev := range e.sink.Events() {
+	for _, ev := range e.Sink.Events() {
 		if ev.Kind == runtime.SinkText {
 			texts = append(texts, ev.Text)
 		}
@@ -338,14 +338,14 @@ func TestC37_SinkTextFollowsCommitRedactedWhole(t *testing.T) {
 func TestC38_DirectControlsAndNoneInJavaScript(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
 	var bound []jstool.CapabilityInfo
-	in := e.input(e.store())
+	in := e.Input(e.Store())
 	in.ExecutorFactory = factoryFunc(func(ctx context.Context, cfg jstool.Config) (jstool.Executor, error) {
 		bound = cfg.Capabilities
-		return e.execs.NewExecutor(ctx, cfg)
+		return e.Execs.NewExecutor(ctx, cfg)
 	})
 	mustRun(t, in)
 	var names []string
-	for _, tl := range e.model.Requests()[0].Tools {
+	for _, tl := range e.Model.Requests()[0].Tools {
 		names = append(names, tl.Name)
 	}
 	want := "[run_js spawn_fact_checker spawn_summarizer continue_agent get_calls wait_calls cancel_calls complete]"
@@ -361,12 +361,12 @@ func TestC38_DirectControlsAndNoneInJavaScript(t *testing.T) {
 	}
 	t.Run("no subagents, no child controls", func(t *testing.T) {
 		e := newEnv(t, calls(call("c1", "wait_calls", `{"ids":["x"]}`)), calls(completeOutput("c2", "x")))
-		e.def.Subagents, e.subs = nil, nil
-		e.complete()
-		if tools := e.model.Requests()[0].Tools; len(tools) != 2 {
+		e.Def.Subagents, e.Subs = nil, nil
+		e.Complete()
+		if tools := e.Model.Requests()[0].Tools; len(tools) != 2 {
 			t.Fatalf("tools = %+v, want run_js and complete", tools)
 		}
-		if r := toolResult(e.history(), "c1"); !r.IsError || !strings.Contains(r.Content, "unknown tool") {
+		if r := toolResult(e.History(), "c1"); !r.IsError || !strings.Contains(r.Content, "unknown tool") {
 			t.Fatalf("wait_calls without subagents = %+v", r)
 		}
 	})
@@ -382,19 +382,19 @@ func TestC39_SchemasShownExactlyAndCompletionDiscriminated(t *testing.T) {
 			call("c5", "spawn_fact_checker", `{"claim":""}`),
 		),
 		calls(completeOutput("c6", "ok")))
-	e.complete()
-	for _, tl := range e.model.Requests()[0].Tools {
+	e.Complete()
+	for _, tl := range e.Model.Requests()[0].Tools {
 		if tl.Name == "spawn_fact_checker" && string(tl.InputSchema) != claimSchema {
 			t.Fatalf("child schema shown as %s, want it unchanged", tl.InputSchema)
 		}
 	}
-	h := e.history()
+	h := e.History()
 	for _, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
 		if r := toolResult(h, id); !r.IsError || !strings.Contains(r.Content, "invalid arguments") {
 			t.Fatalf("%s = %+v, want an invalid-arguments tool error", id, r)
 		}
 	}
-	if e.ctrl.Count("Complete") != 1 || e.ctrl.Count("Spawn") != 0 {
+	if e.Ctrl.Count("Complete") != 1 || e.Ctrl.Count("Spawn") != 0 {
 		t.Fatal("an invalid call reached the controller")
 	}
 }
@@ -404,8 +404,8 @@ func TestC39_SchemasShownExactlyAndCompletionDiscriminated(t *testing.T) {
 func TestBadModelResponses(t *testing.T) {
 	t.Run("unknown tool and malformed arguments are tool errors", func(t *testing.T) {
 		e := newEnv(t, calls(call("c1", "rm_rf", `{}`), call("c2", "run_js", `{"code": `), call("c3", "run_js", ``)), calls(completeOutput("c4", "x")))
-		e.complete()
-		h := e.history()
+		e.Complete()
+		h := e.History()
 		if r := toolResult(h, "c1"); !r.IsError || !strings.Contains(r.Content, `unknown tool "rm_rf"`) {
 			t.Fatalf("c1 = %+v", r)
 		}
@@ -425,11 +425,11 @@ func TestBadModelResponses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.steps...)
-			_, err := e.attempt()
+			_, err := e.Attempt()
 			if !errors.Is(err, runtime.ErrModelResponse) {
 				t.Fatalf("err = %v, want ErrModelResponse", err)
 			}
-			for _, m := range e.history() {
+			for _, m := range e.History() {
 				if m.Role == model.RoleAssistant && len(m.ToolCalls()) > 0 && m.ToolCalls()[0].ID == "c1" && len(tc.steps) == 1 {
 					t.Fatal("the unusable response was committed")
 				}
@@ -438,8 +438,8 @@ func TestBadModelResponses(t *testing.T) {
 	}
 	t.Run("response without tool calls gets a nudge", func(t *testing.T) {
 		e := newEnv(t, model.Reply(model.Part{Type: model.PartText, Text: "thinking aloud"}), calls(completeOutput("c1", "x")))
-		e.complete()
-		h := e.history()
+		e.Complete()
+		h := e.History()
 		if len(h) != 5 || h[2].Role != model.RoleUser || !strings.Contains(h[2].Text(), "called no tool") {
 			t.Fatalf("transcript = %s", dump(h))
 		}
@@ -448,19 +448,19 @@ func TestBadModelResponses(t *testing.T) {
 
 func TestPanicsNeverReachTheCaller(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-	in := e.input(e.store())
+	in := e.Input(e.Store())
 	in.Model = modelFunc(func(ctx context.Context, req model.Request) (*model.Response, error) {
-		if e.model.StepIndex(req.Messages) == 1 {
+		if e.Model.StepIndex(req.Messages) == 1 {
 			panic("provider adapter bug")
 		}
-		return e.model.Generate(ctx, req)
+		return e.Model.Generate(ctx, req)
 	})
 	res, err := runtime.Run(context.Background(), in)
 	if res != nil || !errors.Is(err, runtime.ErrPanic) {
 		t.Fatalf("= %+v, %v", res, err)
 	}
-	if e.execs.Open() != 0 {
+	if e.Execs.Open() != 0 {
 		t.Fatal("the executor was not closed after a panic (C41)")
 	}
-	e.complete()
+	e.Complete()
 }

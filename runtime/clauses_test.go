@@ -13,7 +13,7 @@ import (
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
-	"github.com/cairn-agents/cairn/store/memory"
+	"github.com/cairn-agents/cairn/store/faults"
 )
 
 // recStore records every checkpoint saved through it (as JSON copies) and
@@ -38,18 +38,9 @@ func (s *recStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	return err
 }
 
-func (e *env) recAttempt(rs **recStore) (*runtime.Result, error) {
-	*rs = &recStore{Store: e.store()}
-	return runtime.Run(context.Background(), e.input(*rs))
-}
-
-func (e *env) complete() *runtime.Reply {
-	e.t.Helper()
-	res, err := e.attempt()
-	if err != nil || res == nil || res.Reply == nil {
-		e.t.Fatalf("run did not complete: %+v, %v", res, err)
-	}
-	return res.Reply
+func recAttempt(e *env, rs **recStore) (*runtime.Result, error) {
+	*rs = &recStore{Store: e.Store()}
+	return runtime.Run(context.Background(), e.Input(*rs))
 }
 
 func mustRun(t *testing.T, in runtime.Input) *runtime.Reply {
@@ -106,8 +97,8 @@ func TestC1_MissingInputFailsBeforeAnyWrite(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, calls(completeOutput("c1", "x")))
-			in := e.input(e.store())
-			e.db.SetFault(nil) // count operations from here
+			in := e.Input(e.Store())
+			e.Faults.Set(nil) // count operations from here
 			tc.mut(&in)
 			res, err := runtime.Run(context.Background(), in)
 			var ie *runtime.InputError
@@ -117,8 +108,8 @@ func TestC1_MissingInputFailsBeforeAnyWrite(t *testing.T) {
 			if ie.Field != tc.field {
 				t.Fatalf("error names field %q (%v), want %q", ie.Field, err, tc.field)
 			}
-			if e.db.Ops() != 0 || len(e.model.Requests()) != 0 || totalCalls(e.ctrl) != 0 {
-				t.Fatalf("invalid input touched the store (%d ops), model or controller", e.db.Ops())
+			if e.Faults.Ops() != 0 || len(e.Model.Requests()) != 0 || totalCalls(e.Ctrl) != 0 {
+				t.Fatalf("invalid input touched the store (%d ops), model or controller", e.Faults.Ops())
 			}
 		})
 	}
@@ -126,13 +117,13 @@ func TestC1_MissingInputFailsBeforeAnyWrite(t *testing.T) {
 
 func TestC2_FreshRunNeedsMessage(t *testing.T) {
 	e := newEnv(t, calls(completeOutput("c1", "x")))
-	e.message = "  "
-	_, err := e.attempt()
+	e.Message = "  "
+	_, err := e.Attempt()
 	var ie *runtime.InputError
 	if !errors.As(err, &ie) || ie.Field != "Message" {
 		t.Fatalf("err = %v, want InputError for Message", err)
 	}
-	if e.checkpoint() != nil || len(e.history()) != 0 {
+	if e.Checkpoint() != nil || len(e.History()) != 0 {
 		t.Fatal("an empty message wrote something")
 	}
 }
@@ -142,14 +133,14 @@ func TestC2_ResumeIgnoresMessage(t *testing.T) {
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`)),
 		calls(call("c2", "wait_calls", `{"ids":["c1"]}`)),
 		calls(completeOutput("c3", "x")))
-	if _, err := e.attempt(); !errors.Is(err, runtime.ErrWaiting) {
+	if _, err := e.Attempt(); !errors.Is(err, runtime.ErrWaiting) {
 		t.Fatalf("first attempt: %v, want ErrWaiting", err)
 	}
-	e.ctrl.FinishChildren()
-	e.message = "a different message"
-	e.complete()
+	e.Ctrl.FinishChildren()
+	e.Message = "a different message"
+	e.Complete()
 	users := 0
-	for _, m := range e.history() {
+	for _, m := range e.History() {
 		if m.Role == model.RoleUser {
 			users++
 			if m.Text() != "What is the answer?" {
@@ -168,24 +159,24 @@ func TestC3_SubagentsMustCoverDefinitionExactly(t *testing.T) {
 		field string
 		mut   func(e *env)
 	}{
-		{"missing", "Subagents", func(e *env) { e.subs = e.subs[:1] }},
+		{"missing", "Subagents", func(e *env) { e.Subs = e.Subs[:1] }},
 		{"extra", "Subagents[2]", func(e *env) {
-			e.subs = append(e.subs, runtime.AgentDefinition{Slug: "extra", InputSchema: json.RawMessage(textSchema), OutputSchema: json.RawMessage(outputSchema)})
+			e.Subs = append(e.Subs, runtime.AgentDefinition{Slug: "extra", InputSchema: json.RawMessage(textSchema), OutputSchema: json.RawMessage(outputSchema)})
 		}},
-		{"duplicate", "Subagents[2]", func(e *env) { e.subs = append(e.subs, e.subs[0]) }},
-		{"duplicate in definition", "Definition.Subagents[2]", func(e *env) { e.def.Subagents = append(e.def.Subagents, "summarizer") }},
-		{"no input schema", "Subagents[0].InputSchema", func(e *env) { e.subs[0].InputSchema = nil }},
-		{"non-object input schema", "Subagents[0].InputSchema", func(e *env) { e.subs[0].InputSchema = json.RawMessage(`{"type":"string"}`) }},
+		{"duplicate", "Subagents[2]", func(e *env) { e.Subs = append(e.Subs, e.Subs[0]) }},
+		{"duplicate in definition", "Definition.Subagents[2]", func(e *env) { e.Def.Subagents = append(e.Def.Subagents, "summarizer") }},
+		{"no input schema", "Subagents[0].InputSchema", func(e *env) { e.Subs[0].InputSchema = nil }},
+		{"non-object input schema", "Subagents[0].InputSchema", func(e *env) { e.Subs[0].InputSchema = json.RawMessage(`{"type":"string"}`) }},
 		{"sanitized collision", "Subagents[2].Slug", func(e *env) {
-			e.def.Subagents = append(e.def.Subagents, "Fact.Checker")
-			e.subs = append(e.subs, runtime.AgentDefinition{Slug: "Fact.Checker", InputSchema: json.RawMessage(textSchema), OutputSchema: json.RawMessage(outputSchema)})
+			e.Def.Subagents = append(e.Def.Subagents, "Fact.Checker")
+			e.Subs = append(e.Subs, runtime.AgentDefinition{Slug: "Fact.Checker", InputSchema: json.RawMessage(textSchema), OutputSchema: json.RawMessage(outputSchema)})
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, calls(completeOutput("c1", "x")))
 			tc.mut(e)
-			_, err := e.attempt()
+			_, err := e.Attempt()
 			var ie *runtime.InputError
 			if !errors.As(err, &ie) || ie.Field != tc.field {
 				t.Fatalf("err = %v, want InputError for %s", err, tc.field)
@@ -201,19 +192,19 @@ func TestC4_OnlyHostCapabilitiesAreBound(t *testing.T) {
 	var bound []jstool.CapabilityInfo
 	factory := factoryFunc(func(ctx context.Context, cfg jstool.Config) (jstool.Executor, error) {
 		bound = cfg.Capabilities
-		return e.execs.NewExecutor(ctx, cfg)
+		return e.Execs.NewExecutor(ctx, cfg)
 	})
-	in := e.input(e.store())
+	in := e.Input(e.Store())
 	in.ExecutorFactory = factory
 	mustRun(t, in)
 	if len(bound) != 1 || bound[0].Name != "kv.get" {
 		t.Fatalf("bound capabilities = %+v, want exactly kv.get", bound)
 	}
-	calls := e.backend.Calls()
+	calls := e.Backend.Calls()
 	if len(calls) != 1 || calls[0].Capability != "kv.get" || calls[0].ScriptCallID != "c1" || calls[0].Seq != 1 {
 		t.Fatalf("backend calls = %+v: the unbound kv.put must never reach the backend", calls)
 	}
-	res := toolResult(e.history(), "c1")
+	res := toolResult(e.History(), "c1")
 	if !res.IsError || !strings.Contains(res.Content, "#1 caps.kv.get") {
 		t.Fatalf("c1 result = %+v: the failure must list the completed kv.get (C22)", res)
 	}
@@ -227,9 +218,9 @@ func (f factoryFunc) NewExecutor(ctx context.Context, cfg jstool.Config) (jstool
 
 func TestC5_RecoveryNoticeGoesToNextRequestOnly(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-	e.notice = "the worker restarted at 12:00"
-	e.complete()
-	reqs := e.model.Requests()
+	e.Notice = "the worker restarted at 12:00"
+	e.Complete()
+	reqs := e.Model.Requests()
 	last := reqs[0].Messages[len(reqs[0].Messages)-1]
 	if !strings.Contains(last.Text(), "the worker restarted") {
 		t.Fatalf("first request does not end with the notice: %q", last.Text())
@@ -239,7 +230,7 @@ func TestC5_RecoveryNoticeGoesToNextRequestOnly(t *testing.T) {
 			t.Fatal("the notice was sent twice")
 		}
 	}
-	for _, m := range e.history() {
+	for _, m := range e.History() {
 		if strings.Contains(m.Text(), "restarted") {
 			t.Fatal("the notice was committed to the transcript")
 		}
@@ -250,28 +241,28 @@ func TestC6_WaitingAndContinuation(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)),
 		calls(call("c3", "complete", `{"type":"needs_input","question":"More?"}`)))
-	res, err := e.attempt()
+	res, err := e.Attempt()
 	if !errors.Is(err, runtime.ErrWaiting) || res == nil || !res.Waiting || res.Reply != nil {
 		t.Fatalf("attempt = %+v, %v; want Result{Waiting: true} with ErrWaiting", res, err)
 	}
-	e.ctrl.FinishChildren()
-	reply := e.complete()
+	e.Ctrl.FinishChildren()
+	reply := e.Complete()
 	if reply.Type != runtime.ReplyNeedsInput || reply.Question != "More?" {
 		t.Fatalf("reply = %+v", reply)
 	}
 	// A continuation is a new run in the same session: fresh checkpoint,
 	// the earlier transcript in its window.
-	e.run, e.message, e.ids = "r2", "Yes, more.", runtimetest.FixedID("run2")
-	e.model = &model.Scripted{Steps: []model.Response{calls(completeOutput("c9", "more"))}}
-	e.ctrl = &runtimetest.Controller{}
-	reply = e.complete()
+	e.Run, e.Message, e.IDs = "r2", "Yes, more.", runtimetest.FixedID("run2")
+	e.Model = &model.Scripted{Steps: []model.Response{calls(completeOutput("c9", "more"))}}
+	e.Ctrl = &runtimetest.Controller{}
+	reply = e.Complete()
 	if reply.Type != runtime.ReplyOutput {
 		t.Fatalf("continuation reply = %+v", reply)
 	}
-	if cp := e.checkpoint(); cp.Revision != 3 || cp.RunKey != "run2" {
+	if cp := e.Checkpoint(); cp.Revision != 3 || cp.RunKey != "run2" {
 		t.Fatalf("continuation checkpoint revision %d, want 3 of a new run", cp.Revision)
 	}
-	req := e.model.Requests()[0]
+	req := e.Model.Requests()[0]
 	if got := req.Messages[0].Text(); got != "What is the answer?" {
 		t.Fatalf("continuation window starts with %q, want the first run's message", got)
 	}
@@ -279,14 +270,14 @@ func TestC6_WaitingAndContinuation(t *testing.T) {
 
 func TestC7_ReinvokingCompletedRunTouchesNothing(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-	first := e.complete()
-	reqs, ctrl, allocs := len(e.model.Requests()), totalCalls(e.ctrl), e.execs.Allocs()
-	e.model.StepErrors = map[int]error{0: errors.New("must not be called")}
-	second := e.complete()
+	first := e.Complete()
+	reqs, ctrl, allocs := len(e.Model.Requests()), totalCalls(e.Ctrl), e.Execs.Allocs()
+	e.Model.StepErrors = map[int]error{0: errors.New("must not be called")}
+	second := e.Complete()
 	if !reflect.DeepEqual(first, second) {
 		t.Fatalf("second reply %+v, first %+v", second, first)
 	}
-	if len(e.model.Requests()) != reqs || totalCalls(e.ctrl) != ctrl || e.execs.Allocs() != allocs {
+	if len(e.Model.Requests()) != reqs || totalCalls(e.Ctrl) != ctrl || e.Execs.Allocs() != allocs {
 		t.Fatal("reinvocation touched the model, controller or executor")
 	}
 }
@@ -295,16 +286,16 @@ func TestC8_CleanupErrors(t *testing.T) {
 	closeErr := errors.New("realm teardown failed")
 	t.Run("completed", func(t *testing.T) {
 		e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-		e.execs.CloseErr = closeErr
-		res, err := e.attempt()
+		e.Execs.CloseErr = closeErr
+		res, err := e.Attempt()
 		if err != nil || res == nil || res.Reply == nil || !errors.Is(res.CleanupError, closeErr) {
 			t.Fatalf("= %+v, %v; want the reply, a nil error and CleanupError", res, err)
 		}
 	})
 	t.Run("waiting", func(t *testing.T) {
 		e := newEnv(t, calls(call("c0", "run_js", `{"code":"return 1"}`), call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)))
-		e.execs.CloseErr = closeErr
-		res, err := e.attempt()
+		e.Execs.CloseErr = closeErr
+		res, err := e.Attempt()
 		if res == nil || !res.Waiting || !errors.Is(res.CleanupError, closeErr) || !errors.Is(err, runtime.ErrWaiting) || !errors.Is(err, closeErr) {
 			t.Fatalf("= %+v, %v; want Waiting, CleanupError and both in the error", res, err)
 		}
@@ -312,29 +303,29 @@ func TestC8_CleanupErrors(t *testing.T) {
 	t.Run("failed", func(t *testing.T) {
 		modelErr := errors.New("provider down")
 		e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-		e.model.StepErrors = map[int]error{1: modelErr}
-		e.execs.CloseErr = closeErr
-		res, err := e.attempt()
+		e.Model.StepErrors = map[int]error{1: modelErr}
+		e.Execs.CloseErr = closeErr
+		res, err := e.Attempt()
 		if res != nil || !errors.Is(err, modelErr) || !errors.Is(err, closeErr) {
 			t.Fatalf("= %+v, %v; want no result and both errors in the chain", res, err)
 		}
 	})
 	t.Run("unacknowledged completion is an execution error", func(t *testing.T) {
 		e := newEnv(t, calls(completeOutput("c1", "x")))
-		e.db.SetFault(func(op memory.Op, i int) memory.FaultMode {
-			if op == memory.OpSaveCheckpoint && i > 2 {
-				return memory.FailAfter
+		e.Faults.Set(func(op faults.Op, i int) faults.Mode {
+			if op == faults.SaveCheckpoint && i > 2 {
+				return faults.After
 			}
-			return memory.NoFault
+			return faults.None
 		})
-		res, err := e.attempt()
-		if res != nil || !errors.Is(err, memory.ErrInjected) {
+		res, err := e.Attempt()
+		if res != nil || !errors.Is(err, faults.ErrInjected) {
 			t.Fatalf("= %+v, %v; a lost acknowledgement is not proof of completion", res, err)
 		}
-		e.db.SetFault(nil)
-		e.complete() // recovery loads the durable completion
-		if e.ctrl.Count("Complete") != 1 {
-			t.Fatalf("Complete called %d times; the durable reply must be returned as is", e.ctrl.Count("Complete"))
+		e.Faults.Set(nil)
+		e.Complete() // recovery loads the durable completion
+		if e.Ctrl.Count("Complete") != 1 {
+			t.Fatalf("Complete called %d times; the durable reply must be returned as is", e.Ctrl.Count("Complete"))
 		}
 	})
 }
@@ -345,43 +336,43 @@ func TestC9_ContractAndVersionVerifiedOnResume(t *testing.T) {
 		mut  func(e *env)
 		ok   bool
 	}{
-		{"instructions changed", func(e *env) { e.def.Instructions += " Be brief." }, false},
-		{"output schema changed", func(e *env) { e.def.OutputSchema = json.RawMessage(`{"type":"object"}`) }, false},
-		{"child schema changed", func(e *env) { e.subs[1].InputSchema = json.RawMessage(claimSchema) }, false},
+		{"instructions changed", func(e *env) { e.Def.Instructions += " Be brief." }, false},
+		{"output schema changed", func(e *env) { e.Def.OutputSchema = json.RawMessage(`{"type":"object"}`) }, false},
+		{"child schema changed", func(e *env) { e.Subs[1].InputSchema = json.RawMessage(claimSchema) }, false},
 		{"capability added", func(e *env) {
-			e.caps = append(e.caps, runtime.Capability{Name: "kv.put", InputSchema: json.RawMessage(`{"type":"object"}`)})
+			e.Caps = append(e.Caps, runtime.Capability{Name: "kv.put", InputSchema: json.RawMessage(`{"type":"object"}`)})
 		}, false},
 		{"schema whitespace and key order only", func(e *env) {
-			e.def.OutputSchema = json.RawMessage(`{ "additionalProperties": false, "properties": {"answer": {"type": "string"}}, "required": ["answer"], "type": "object" }`)
+			e.Def.OutputSchema = json.RawMessage(`{ "additionalProperties": false, "properties": {"answer": {"type": "string"}}, "required": ["answer"], "type": "object" }`)
 		}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)), calls(completeOutput("c3", "x")))
-			if _, err := e.attempt(); !errors.Is(err, runtime.ErrWaiting) {
+			if _, err := e.Attempt(); !errors.Is(err, runtime.ErrWaiting) {
 				t.Fatal(err)
 			}
-			e.ctrl.FinishChildren()
+			e.Ctrl.FinishChildren()
 			tc.mut(e)
-			before := len(e.model.Requests())
-			res, err := e.attempt()
+			before := len(e.Model.Requests())
+			res, err := e.Attempt()
 			if tc.ok {
 				mustComplete(t, res, err)
 				return
 			}
-			if !errors.Is(err, runtime.ErrContractMismatch) || len(e.model.Requests()) != before || e.ctrl.Count("BeforeModel") != 1 {
+			if !errors.Is(err, runtime.ErrContractMismatch) || len(e.Model.Requests()) != before || e.Ctrl.Count("BeforeModel") != 1 {
 				t.Fatalf("= %v; want ErrContractMismatch before model work", err)
 			}
 		})
 	}
 	t.Run("version", func(t *testing.T) {
 		e := newEnv(t, calls(completeOutput("c1", "x")))
-		s := e.store()
+		s := e.Store()
 		bad := &runtime.Checkpoint{Version: runtime.CheckpointVersion + 1, Revision: 1, RunKey: "k", Phase: runtime.PhaseModel}
 		if err := s.SaveCheckpoint(context.Background(), bad); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.attempt(); !errors.Is(err, runtime.ErrContractMismatch) || len(e.model.Requests()) != 0 {
+		if _, err := e.Attempt(); !errors.Is(err, runtime.ErrContractMismatch) || len(e.Model.Requests()) != 0 {
 			t.Fatalf("err = %v; want ErrContractMismatch and no model call", err)
 		}
 	})
@@ -391,16 +382,16 @@ func TestC10_ModelIDsNeverEstablishAuthority(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "get_calls", `{"ids":["someone-elses-call"]}`), call("c2", "run_js", `{"code":"call admin.drop {}"}`)),
 		calls(completeOutput("c3", "x")))
-	e.complete()
-	h := e.history()
+	e.Complete()
+	h := e.History()
 	if r := toolResult(h, "c1"); !r.IsError || !strings.Contains(r.Content, "not a child of this run") {
 		t.Fatalf("get of a foreign call = %+v: the host's refusal must reach the model", r)
 	}
-	if e.ctrl.CountFor("Get", "someone-elses-call") != 1 {
+	if e.Ctrl.CountFor("Get", "someone-elses-call") != 1 {
 		t.Fatal("the runtime must ask the host, not decide from the ID")
 	}
-	if len(e.backend.Calls()) != 0 {
-		t.Fatalf("an unbound capability reached the backend: %+v", e.backend.Calls())
+	if len(e.Backend.Calls()) != 0 {
+		t.Fatalf("an unbound capability reached the backend: %+v", e.Backend.Calls())
 	}
 }
 
@@ -411,16 +402,16 @@ func TestC12_C13_C14_CommitsCarryTheirOwnAppendOnly(t *testing.T) {
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)),
 		calls(completeOutput("c3", "x")))
 	var rs1, rs2 *recStore
-	if _, err := e.recAttempt(&rs1); !errors.Is(err, runtime.ErrWaiting) {
+	if _, err := recAttempt(e, &rs1); !errors.Is(err, runtime.ErrWaiting) {
 		t.Fatal(err)
 	}
-	e.ctrl.FinishChildren()
+	e.Ctrl.FinishChildren()
 	// The memory store returns the last Append with the checkpoint; the
 	// runtime must not commit it again (C14).
-	if cp := e.checkpoint(); len(cp.Append) == 0 {
+	if cp := e.Checkpoint(); len(cp.Append) == 0 {
 		t.Fatal("the memory store should return the last payload for this test to mean something")
 	}
-	res, err := e.recAttempt(&rs2)
+	res, err := recAttempt(e, &rs2)
 	mustComplete(t, res, err)
 	var appended []string
 	rev := int64(0)
@@ -433,7 +424,7 @@ func TestC12_C13_C14_CommitsCarryTheirOwnAppendOnly(t *testing.T) {
 			appended = append(appended, m.ID)
 		}
 	}
-	if got := fmt.Sprint(ids(e.history())); got != fmt.Sprint(appended) {
+	if got := fmt.Sprint(ids(e.History())); got != fmt.Sprint(appended) {
 		t.Fatalf("transcript %s is not exactly the commits' appends %v (C12)", got, appended)
 	}
 }
@@ -451,8 +442,8 @@ func TestC16_MessageIDsAndProviderMetadataPersist(t *testing.T) {
 	resp.Message.Meta = map[string][]byte{"openai.response_id": []byte("resp_123")}
 	resp.Message.Parts = append([]model.Part{{Type: model.PartReasoning, Text: "think", Meta: map[string][]byte{"anthropic.signature": {0xde, 0xad, 0xbe, 0xef}}}}, resp.Message.Parts...)
 	e := newEnv(t, resp, calls(completeOutput("c2", "x")))
-	e.complete()
-	h := e.history()
+	e.Complete()
+	h := e.History()
 	got := h[1]
 	if got.Role != model.RoleAssistant || got.ID == "" {
 		t.Fatalf("assistant message = %+v", got)
@@ -464,7 +455,7 @@ func TestC16_MessageIDsAndProviderMetadataPersist(t *testing.T) {
 		t.Fatalf("arguments re-encoded: %q", got.Parts[1].ToolCall.Args)
 	}
 	// The next request carries the same IDs and metadata back.
-	next := e.model.Requests()[1].Messages[1]
+	next := e.Model.Requests()[1].Messages[1]
 	if next.ID != got.ID || !reflect.DeepEqual(next.Meta, got.Meta) || !reflect.DeepEqual(next.Parts[0].Meta, got.Parts[0].Meta) {
 		t.Fatalf("request message %+v differs from the stored %+v", next, got)
 	}
@@ -473,7 +464,7 @@ func TestC16_MessageIDsAndProviderMetadataPersist(t *testing.T) {
 func TestC17_CompletionAndItsAppendsAreOneCommit(t *testing.T) {
 	e := newEnv(t, calls(completeOutput("c1", "x"), call("c2", "run_js", `{"code":"return 1"}`)))
 	var rs *recStore
-	res, err := e.recAttempt(&rs)
+	res, err := recAttempt(e, &rs)
 	mustComplete(t, res, err)
 	last := rs.saved[len(rs.saved)-1]
 	if last.Reply == nil || last.Phase != runtime.PhaseCompleted || len(last.Append) != 2 {
@@ -483,10 +474,10 @@ func TestC17_CompletionAndItsAppendsAreOneCommit(t *testing.T) {
 
 func TestC18_FencedOutWriterStops(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
-	old := e.store()
-	_ = e.store() // a newer attempt takes the lease
-	_, err := runtime.Run(context.Background(), e.input(old))
-	if !errors.Is(err, runtime.ErrLeaseLost) || len(e.model.Requests()) != 0 {
+	old := e.Store()
+	_ = e.Store() // a newer attempt takes the lease
+	_, err := runtime.Run(context.Background(), e.Input(old))
+	if !errors.Is(err, runtime.ErrLeaseLost) || len(e.Model.Requests()) != 0 {
 		t.Fatalf("err = %v; want ErrLeaseLost before any model work", err)
 	}
 }
@@ -498,7 +489,7 @@ func TestC19_EveryCallHasPredispatchAndPostresult(t *testing.T) {
 		calls(call("c1", "run_js", `{"code":"return 1"}`), call("c2", "spawn_summarizer", `{"text":"t"}`), call("c3", "get_calls", `{"ids":["c2"]}`)),
 		calls(call("c4", "cancel_calls", `{"ids":["c2"]}`), completeOutput("c5", "x")))
 	var rs *recStore
-	res, err := e.recAttempt(&rs)
+	res, err := recAttempt(e, &rs)
 	mustComplete(t, res, err)
 	for _, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
 		pre, post := -1, -1
@@ -533,23 +524,23 @@ func TestC20_InterruptedCallsBecomeUnknownEffect(t *testing.T) {
 			// dispatch, before it commits.
 			failed := false
 			var rs *recStore
-			rs = &recStore{Store: e.store(), before: func(cp *runtime.Checkpoint) {
+			rs = &recStore{Store: e.Store(), before: func(cp *runtime.Checkpoint) {
 				if !failed && len(cp.Calls) == 1 && cp.Calls[0].ID == "c1" && cp.Calls[0].State.Terminal() {
 					failed = true
-					e.db.SetFault(memory.FailAt(0, memory.FailBefore))
+					e.Faults.Set(faults.At(0, faults.Before))
 				}
 			}}
-			if _, err := runtime.Run(context.Background(), e.input(rs)); !errors.Is(err, memory.ErrInjected) {
+			if _, err := runtime.Run(context.Background(), e.Input(rs)); !errors.Is(err, faults.ErrInjected) {
 				t.Fatalf("first attempt: %v", err)
 			}
-			e.db.SetFault(nil)
-			e.ctrl.FinishChildren()
-			e.complete()
-			r := toolResult(e.history(), "c1")
+			e.Faults.Set(nil)
+			e.Ctrl.FinishChildren()
+			e.Complete()
+			r := toolResult(e.History(), "c1")
 			if r == nil || !r.IsError || !strings.HasPrefix(r.Content, "Unknown effect:") {
 				t.Fatalf("c1 result = %+v, want an unknown-effect notice", r)
 			}
-			if e.execs.Executed("c1")+e.ctrl.CountFor("Get", "c0")+e.ctrl.CountFor("Cancel", "c0") != 1 {
+			if e.Execs.Executed("c1")+e.Ctrl.CountFor("Get", "c0")+e.Ctrl.CountFor("Cancel", "c0") != 1 {
 				t.Fatal("the interrupted call was dispatched again")
 			}
 		})
@@ -557,8 +548,8 @@ func TestC20_InterruptedCallsBecomeUnknownEffect(t *testing.T) {
 	t.Run("interrupted before the actual dispatch", func(t *testing.T) {
 		e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x")))
 		ctx, cancel := context.WithCancel(context.Background())
-		e.execs.NewErr = nil
-		in := e.input(e.store())
+		e.Execs.NewErr = nil
+		in := e.Input(e.Store())
 		in.ExecutorFactory = factoryFunc(func(c context.Context, cfg jstool.Config) (jstool.Executor, error) {
 			cancel() // the process dies while allocating the realm
 			return nil, context.Canceled
@@ -566,9 +557,9 @@ func TestC20_InterruptedCallsBecomeUnknownEffect(t *testing.T) {
 		if _, err := runtime.Run(ctx, in); !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
-		e.complete()
-		if r := toolResult(e.history(), "c1"); !strings.HasPrefix(r.Content, "Unknown effect:") || e.execs.Executed("c1") != 0 {
-			t.Fatalf("c1 = %+v, executed %d", r, e.execs.Executed("c1"))
+		e.Complete()
+		if r := toolResult(e.History(), "c1"); !strings.HasPrefix(r.Content, "Unknown effect:") || e.Execs.Executed("c1") != 0 {
+			t.Fatalf("c1 = %+v, executed %d", r, e.Execs.Executed("c1"))
 		}
 	})
 }
@@ -577,8 +568,8 @@ func TestC21_ToolFailuresAreCommittedAsToolErrors(t *testing.T) {
 	e := newEnv(t,
 		calls(call("c1", "run_js", `{"code":"throw boom"}`), call("c2", "continue_agent", `{"session_id":"nope","prompt":"p"}`)),
 		calls(completeOutput("c3", "x")))
-	e.complete()
-	h := e.history()
+	e.Complete()
+	h := e.History()
 	for _, id := range []string{"c1", "c2"} {
 		if r := toolResult(h, id); r == nil || !r.IsError {
 			t.Fatalf("%s = %+v, want a committed tool error", id, r)
@@ -588,8 +579,8 @@ func TestC21_ToolFailuresAreCommittedAsToolErrors(t *testing.T) {
 
 func TestC22_FailedScriptListsCompletedCallbacks(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"call kv.get {\"key\":\"a\"}\ncall kv.get {\"key\":\"b\"}\nthrow boom"}`)), calls(completeOutput("c2", "x")))
-	e.complete()
-	r := toolResult(e.history(), "c1")
+	e.Complete()
+	r := toolResult(e.History(), "c1")
 	for _, want := range []string{"#1 caps.kv.get", "#2 caps.kv.get", "Do not rerun the whole script", "boom"} {
 		if !strings.Contains(r.Content, want) {
 			t.Fatalf("failure text lacks %q:\n%s", want, r.Content)
@@ -606,16 +597,16 @@ func TestC23_FatalErrorsStopTheAttempt(t *testing.T) {
 		want error
 	}{
 		{"store error", func(e *env, in *runtime.Input) context.Context {
-			e.db.SetFault(func(op memory.Op, i int) memory.FaultMode {
-				if op == memory.OpSaveCheckpoint && i > 3 {
-					return memory.FailBefore
+			e.Faults.Set(func(op faults.Op, i int) faults.Mode {
+				if op == faults.SaveCheckpoint && i > 3 {
+					return faults.Before
 				}
-				return memory.NoFault
+				return faults.None
 			})
 			return context.Background()
-		}, memory.ErrInjected},
+		}, faults.ErrInjected},
 		{"model error", func(e *env, in *runtime.Input) context.Context {
-			e.model.StepErrors = map[int]error{0: modelErr}
+			e.Model.StepErrors = map[int]error{0: modelErr}
 			return context.Background()
 		}, modelErr},
 		{"cancelled context", func(e *env, in *runtime.Input) context.Context {
@@ -624,20 +615,20 @@ func TestC23_FatalErrorsStopTheAttempt(t *testing.T) {
 			return ctx
 		}, context.Canceled},
 		{"fatal controller error", func(e *env, in *runtime.Input) context.Context {
-			in.Controller = fatalSpawn{e.ctrl, fatal}
+			in.Controller = fatalSpawn{e.Ctrl, fatal}
 			return context.Background()
 		}, fatal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c3", "x")))
-			in := e.input(e.store())
+			in := e.Input(e.Store())
 			ctx := tc.mut(e, &in)
 			_, err := runtime.Run(ctx, in)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
-			if e.execs.Executed("c2") != 0 {
+			if e.Execs.Executed("c2") != 0 {
 				t.Fatal("the attempt went on after a fatal error")
 			}
 		})

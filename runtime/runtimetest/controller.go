@@ -299,3 +299,15 @@ func (c *Controller) Complete(ctx context.Context, reply runtime.Reply) error {
 	c.replied = &r
 	return nil
 }
+
+// Total returns the number of calls of every method.
+func (c *Controller) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.init()
+	n := 0
+	for _, v := range c.calls {
+		n += v
+	}
+	return n
+}

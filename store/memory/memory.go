@@ -9,7 +9,7 @@
 // conflicting one fails, leases fence older handles, compaction keeps the
 // audit history.
 //
-// Faults can be injected by operation index (SetFault): fail the i-th store
+// Faults are injected by wrapping a store with store/faults: fail the i-th
 // operation before it takes effect, or apply it and then report an error, as
 // when an acknowledgement is lost.
 package memory
@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -27,65 +26,11 @@ import (
 	"github.com/cairn-agents/cairn/runtime/session"
 )
 
-// Op names a store operation for fault injection.
-type Op string
-
-// The operations.
-const (
-	OpLoadCheckpoint Op = "LoadCheckpoint"
-	OpSaveCheckpoint Op = "SaveCheckpoint"
-	OpLoad           Op = "Load"
-	OpCompact        Op = "Compact"
-	OpHistory        Op = "History"
-)
-
-// FaultMode says how an injected fault behaves.
-type FaultMode int
-
-// The fault modes.
-const (
-	NoFault FaultMode = iota
-	// FailBefore returns an error and changes nothing.
-	FailBefore
-	// FailAfter applies the operation, then returns an error: a lost
-	// acknowledgement.
-	FailAfter
-)
-
-func (m FaultMode) String() string {
-	switch m {
-	case FailBefore:
-		return "before-commit"
-	case FailAfter:
-		return "after-commit"
-	}
-	return "none"
-}
-
-// ErrInjected is the error of an injected fault.
-var ErrInjected = errors.New("memory: injected fault")
-
-// FaultFunc decides the fault of the operation with the given index (0-based,
-// counted across the DB).
-type FaultFunc func(op Op, index int) FaultMode
-
-// FailAt fails operation i with mode m.
-func FailAt(i int, m FaultMode) FaultFunc {
-	return func(_ Op, index int) FaultMode {
-		if index == i {
-			return m
-		}
-		return NoFault
-	}
-}
-
 // DB holds any number of sessions and runs.
 type DB struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionData
 	runs     map[string]*runData
-	ops      int
-	fault    FaultFunc
 }
 
 type sessionData struct {
@@ -106,20 +51,6 @@ type runData struct {
 // New returns an empty DB.
 func New() *DB {
 	return &DB{sessions: map[string]*sessionData{}, runs: map[string]*runData{}}
-}
-
-// SetFault installs f (nil: no faults) and resets the operation counter.
-func (db *DB) SetFault(f FaultFunc) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	db.fault, db.ops = f, 0
-}
-
-// Ops returns how many operations ran since the last SetFault.
-func (db *DB) Ops() int {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.ops
 }
 
 // Open acquires the lease of run in session and returns the store scoped to
@@ -184,29 +115,11 @@ var (
 	_ session.Auditor = (*Store)(nil)
 )
 
-// op runs one operation under the DB lock with fault injection: apply is
-// skipped for FailBefore and its effect kept for FailAfter.
-func (s *Store) op(op Op, apply func(rd *runData, sd *sessionData) error) error {
-	db := s.db
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	i := db.ops
-	db.ops++
-	mode := NoFault
-	if db.fault != nil {
-		mode = db.fault(op, i)
-	}
-	if mode == FailBefore {
-		return fmt.Errorf("memory: %s (op %d, %s): %w", op, i, mode, ErrInjected)
-	}
-	rd, sd := db.runs[s.run], db.sessions[s.session]
-	if err := apply(rd, sd); err != nil {
-		return err
-	}
-	if mode == FailAfter {
-		return fmt.Errorf("memory: %s (op %d, %s): %w", op, i, mode, ErrInjected)
-	}
-	return nil
+// op runs one operation under the DB lock.
+func (s *Store) op(apply func(rd *runData, sd *sessionData) error) error {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return apply(s.db.runs[s.run], s.db.sessions[s.session])
 }
 
 func (s *Store) fence(rd *runData) error {
@@ -222,7 +135,7 @@ func (s *Store) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error)
 		return nil, err
 	}
 	var cp *runtime.Checkpoint
-	err := s.op(OpLoadCheckpoint, func(rd *runData, _ *sessionData) error {
+	err := s.op(func(rd *runData, _ *sessionData) error {
 		if rd.checkpoint == nil {
 			return nil
 		}
@@ -256,7 +169,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) erro
 			return fmt.Errorf("memory: save checkpoint: %w", err)
 		}
 	}
-	return s.op(OpSaveCheckpoint, func(rd *runData, sd *sessionData) error {
+	return s.op(func(rd *runData, sd *sessionData) error {
 		if err := s.fence(rd); err != nil {
 			return err
 		}
@@ -296,7 +209,7 @@ func (s *Store) Load(ctx context.Context) ([]model.Message, error) {
 		return nil, err
 	}
 	var out []model.Message
-	err := s.op(OpLoad, func(_ *runData, sd *sessionData) error {
+	err := s.op(func(_ *runData, sd *sessionData) error {
 		var err error
 		out, err = decode(sd.window)
 		return err
@@ -310,7 +223,7 @@ func (s *Store) History(ctx context.Context) ([]model.Message, error) {
 		return nil, err
 	}
 	var out []model.Message
-	err := s.op(OpHistory, func(_ *runData, sd *sessionData) error {
+	err := s.op(func(_ *runData, sd *sessionData) error {
 		var err error
 		out, err = decode(sd.history)
 		return err
@@ -351,7 +264,7 @@ func (s *Store) Compact(ctx context.Context, c session.Compaction) error {
 	if err != nil {
 		return fmt.Errorf("memory: compact: %w", err)
 	}
-	return s.op(OpCompact, func(rd *runData, sd *sessionData) error {
+	return s.op(func(rd *runData, sd *sessionData) error {
 		if err := s.fence(rd); err != nil {
 			return err
 		}

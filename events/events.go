@@ -1,0 +1,223 @@
+// Package events is the one schema of Cairn's log: the envelope every event
+// carries, the event types, their codec, and the subject names they are
+// published on. Everything that reads or writes the log (store/jetstream,
+// actors, projections, external consumers) goes through it.
+//
+// Events are JSON. The type and the schema version travel both in the body
+// and in NATS headers, with the CloudEvents attributes (ce-specversion,
+// ce-type, ce-source, ce-id, ce-time) so generic NATS tooling can read them.
+// Decoding an event of a newer schema version than this package knows is an
+// error (ErrUnknownVersion); every older version stays decodable.
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/session"
+)
+
+// SchemaVersion is the version this package writes.
+const SchemaVersion = 1
+
+// Type names an event kind. Names are in the past tense: they record what
+// happened.
+type Type string
+
+// The event types.
+const (
+	// CheckpointCommitted carries one checkpoint revision with its Append.
+	CheckpointCommitted Type = "cairn.checkpoint.committed"
+	// LeaseAcquired records a new owner (and epoch) of a run.
+	LeaseAcquired Type = "cairn.lease.acquired"
+	// WindowCompacted carries a session's new context window.
+	WindowCompacted Type = "cairn.window.compacted"
+	// ChildSpawned, ChildCompleted, WaitRegistered and CallCancelled are the
+	// actors' events between parents and children.
+	ChildSpawned   Type = "cairn.child.spawned"
+	ChildCompleted Type = "cairn.child.completed"
+	WaitRegistered Type = "cairn.wait.registered"
+	CallCancelled  Type = "cairn.call.cancelled"
+)
+
+var known = map[Type]bool{CheckpointCommitted: true, LeaseAcquired: true, WindowCompacted: true,
+	ChildSpawned: true, ChildCompleted: true, WaitRegistered: true, CallCancelled: true}
+
+// Envelope is what every event carries.
+type Envelope struct {
+	Type      Type      `json:"type"`
+	Version   int       `json:"version"`
+	SessionID string    `json:"session_id"`
+	RunID     string    `json:"run_id,omitempty"`
+	Revision  int64     `json:"revision,omitempty"`
+	Epoch     int64     `json:"epoch"`
+	Time      time.Time `json:"time"`
+	// Data is the type's payload, inline.
+	Data json.RawMessage `json:"data,omitempty"`
+	// DataRef points at a payload too large for one message, kept in the
+	// object store. Exactly one of Data and DataRef is set.
+	DataRef *ObjectRef `json:"data_ref,omitempty"`
+}
+
+// ObjectRef references a payload in the JetStream object store.
+type ObjectRef struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Checkpoint is the payload of CheckpointCommitted: the whole revision,
+// Append included (C12, C17).
+type Checkpoint struct {
+	Checkpoint runtime.Checkpoint `json:"checkpoint"`
+}
+
+// Lease is the payload of LeaseAcquired.
+type Lease struct {
+	Holder string `json:"holder"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// Compaction is the payload of WindowCompacted.
+type Compaction struct {
+	Compaction session.Compaction `json:"compaction"`
+	RunID      string             `json:"run_id"`
+}
+
+// Errors of the codec.
+var (
+	ErrUnknownVersion = errors.New("events: unknown schema version")
+	ErrUnknownType    = errors.New("events: unknown event type")
+	ErrMalformed      = errors.New("events: malformed event")
+)
+
+// Header names.
+const (
+	HeaderType    = "Cairn-Type"
+	HeaderVersion = "Cairn-Version"
+	HeaderSession = "Cairn-Session"
+	HeaderRun     = "Cairn-Run"
+	HeaderEpoch   = "Cairn-Epoch"
+	CESpecVersion = "ce-specversion"
+	CEType        = "ce-type"
+	CESource      = "ce-source"
+	CEID          = "ce-id"
+	CETime        = "ce-time"
+)
+
+// New builds an envelope with payload v.
+func New(t Type, sessionID, runID string, revision, epoch int64, at time.Time, v any) (Envelope, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("events: encode %s: %w", t, err)
+	}
+	return Envelope{Type: t, Version: SchemaVersion, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}, nil
+}
+
+// Encode returns the body and the headers of an event. id is its unique ID
+// (the NATS Msg-Id), also its CloudEvents id.
+func Encode(e Envelope, id string) (body []byte, headers map[string]string, err error) {
+	if !known[e.Type] {
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	}
+	body, err = json.Marshal(e)
+	if err != nil {
+		return nil, nil, fmt.Errorf("events: encode %s: %w", e.Type, err)
+	}
+	headers = map[string]string{
+		HeaderType: string(e.Type), HeaderVersion: strconv.Itoa(e.Version), HeaderSession: e.SessionID,
+		HeaderEpoch:   strconv.FormatInt(e.Epoch, 10),
+		CESpecVersion: "1.0", CEType: string(e.Type), CESource: "cairn/" + e.SessionID, CEID: id, CETime: e.Time.Format(time.RFC3339Nano),
+	}
+	if e.RunID != "" {
+		headers[HeaderRun] = e.RunID
+		headers[CESource] += "/" + e.RunID
+	}
+	return body, headers, nil
+}
+
+// Decode parses an event body. A newer schema version is ErrUnknownVersion.
+func Decode(body []byte) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(body, &e); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	switch {
+	case e.Version > SchemaVersion:
+		return Envelope{}, fmt.Errorf("%w: %s version %d, this build reads up to %d", ErrUnknownVersion, e.Type, e.Version, SchemaVersion)
+	case e.Version < 1:
+		return Envelope{}, fmt.Errorf("%w: version %d", ErrMalformed, e.Version)
+	case !known[e.Type]:
+		return Envelope{}, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	case e.SessionID == "":
+		return Envelope{}, fmt.Errorf("%w: %s without a session", ErrMalformed, e.Type)
+	case (len(e.Data) == 0) == (e.DataRef == nil):
+		return Envelope{}, fmt.Errorf("%w: %s needs exactly one of data and data_ref", ErrMalformed, e.Type)
+	}
+	return e, nil
+}
+
+// Payload decodes an inline payload into v.
+func (e Envelope) Payload(v any) error {
+	if e.DataRef != nil {
+		return fmt.Errorf("events: %s payload is in the object store (%s/%s): resolve it first", e.Type, e.DataRef.Bucket, e.DataRef.Key)
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("%w: %s payload: %v", ErrMalformed, e.Type, err)
+	}
+	return nil
+}
+
+// Subjects. A session's events share the prefix cairn.sess.<session>, so one
+// filtered consumer reads a conversation in order; a run's events share
+// cairn.sess.<session>.run.<run>.
+const Prefix = "cairn"
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidID reports whether id can be a session or run ID: it becomes one
+// subject token.
+func ValidID(id string) error {
+	if !tokenRE.MatchString(id) {
+		return fmt.Errorf("events: ID %q must be 1-128 characters of letters, digits, _ and -", id)
+	}
+	return nil
+}
+
+// SessionAll matches every event of a session.
+func SessionAll(sessionID string) string { return Prefix + ".sess." + sessionID + ".>" }
+
+// RunAll matches every event of a run.
+func RunAll(sessionID, runID string) string {
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".>"
+}
+
+// RunCheckpoints is the subject of a run's checkpoint commits.
+func RunCheckpoints(sessionID, runID string) string {
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".ckpt"
+}
+
+// RunLease is the subject of a run's lease events.
+func RunLease(sessionID, runID string) string {
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".lease"
+}
+
+// SessionCheckpoints matches the checkpoint commits of every run of a session.
+func SessionCheckpoints(sessionID string) string {
+	return Prefix + ".sess." + sessionID + ".run.*.ckpt"
+}
+
+// SessionLeases matches the lease events of every run of a session.
+func SessionLeases(sessionID string) string { return Prefix + ".sess." + sessionID + ".run.*.lease" }
+
+// SessionCompactions is the subject of a session's compactions.
+func SessionCompactions(sessionID string) string { return Prefix + ".sess." + sessionID + ".compact" }
+
+// AllCheckpoints matches every checkpoint commit of every run.
+const AllCheckpoints = Prefix + ".sess.*.run.*.ckpt"

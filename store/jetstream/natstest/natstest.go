@@ -1,0 +1,103 @@
+// Package natstest starts embedded NATS servers for tests: one server, or a
+// three-server JetStream cluster, each on loopback with a temporary store
+// directory, shut down and waited for in t.Cleanup.
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// Server starts one embedded server with SyncAlways in a temporary directory.
+func Server(t testing.TB) *jetstream.Server {
+	t.Helper()
+	return ServerAt(t, t.TempDir())
+}
+
+// ServerAt starts one embedded server on dir (for restart tests).
+func ServerAt(t testing.TB, dir string) *jetstream.Server {
+	t.Helper()
+	s, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Connect opens an in-process connection closed in t.Cleanup.
+func Connect(t testing.TB, s *jetstream.Server) *nats.Conn {
+	t.Helper()
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Cluster starts n servers that form one JetStream cluster and waits until
+// it can place a replicated stream.
+func Cluster(t testing.TB, n int) []*jetstream.Server {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = freePort(t)
+	}
+	servers := make([]*jetstream.Server, n)
+	for i := range servers {
+		var routes []string
+		for j, p := range ports {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+			}
+		}
+		s, err := jetstream.StartServer(jetstream.ServerConfig{
+			StoreDir: t.TempDir(), ServerName: fmt.Sprintf("s%d", i),
+			Cluster: &jetstream.ClusterConfig{Name: "cairn-test", Host: "127.0.0.1", Port: ports[i], Routes: routes},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Shutdown)
+		servers[i] = s
+	}
+	nc := Connect(t, servers[0])
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait (bounded) for a meta leader: creating an R3 stream succeeds.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := js.CreateStream(ctx, njs.StreamConfig{Name: "NATSTEST_PROBE", Subjects: []string{"natstest.probe"}, Replicas: n, Storage: njs.MemoryStorage})
+		cancel()
+		if err == nil {
+			_ = js.DeleteStream(context.Background(), "NATSTEST_PROBE")
+			return servers
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster of %d not ready: %v", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

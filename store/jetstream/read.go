@@ -1,0 +1,118 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// scanBatch is how many messages one batched direct get asks for.
+const scanBatch = 512
+
+// scanCheckpoints calls fn with every checkpoint commit of a session from
+// stream sequence start on, in order.
+func (s *Store) scanCheckpoints(ctx context.Context, sessionID string, start uint64, fn func(*runtime.Checkpoint)) error {
+	filter := events.SessionCheckpoints(sessionID)
+	last, err := s.last(ctx, filter)
+	if err != nil || last == nil || last.Sequence < start {
+		return err
+	}
+	return s.scan(ctx, filter, start, last.Sequence, func(m *rawMsg) error {
+		e, err := events.Decode(m.data)
+		if err == nil {
+			err = s.resolve(ctx, &e)
+		}
+		var p events.Checkpoint
+		if err == nil {
+			err = e.Payload(&p)
+		}
+		if err != nil {
+			return fmt.Errorf("jetstream: %s seq %d: %w", m.subject, m.seq, err)
+		}
+		fn(&p.Checkpoint)
+		return nil
+	})
+}
+
+type rawMsg struct {
+	subject string
+	seq     uint64
+	header  nats.Header
+	data    []byte
+}
+
+// scan reads every message matching filter from start to end (inclusive) with
+// batched direct gets: no consumer is created, so a read leaves nothing
+// behind on the server. The protocol (server 2.11+): a request on
+// $JS.API.DIRECT.GET.<stream> with {"batch", "next_by_subj", "seq"} is
+// answered with one message per match, then a 204 status carrying
+// Nats-Num-Pending and Nats-Last-Sequence; no match at all is one 404.
+func (s *Store) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
+	subj := "$JS.API.DIRECT.GET." + s.cfg.Stream
+	for start <= end {
+		req, _ := json.Marshal(map[string]any{"batch": scanBatch, "next_by_subj": filter, "seq": start})
+		inbox := s.nc.NewRespInbox()
+		sub, err := s.nc.SubscribeSync(inbox)
+		if err != nil {
+			return fmt.Errorf("jetstream: scan %s: %w", filter, err)
+		}
+		next, done, err := s.scanBatch(ctx, sub, subj, inbox, req, end, fn)
+		_ = sub.Unsubscribe()
+		if err != nil {
+			return fmt.Errorf("jetstream: scan %s from %d: %w", filter, start, err)
+		}
+		if done {
+			return nil
+		}
+		start = next
+	}
+	return nil
+}
+
+func (s *Store) scanBatch(ctx context.Context, sub *nats.Subscription, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {
+	if err := s.nc.PublishRequest(subj, inbox, req); err != nil {
+		return 0, false, err
+	}
+	for {
+		wait := 10 * time.Second
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+			wait = time.Until(d)
+		}
+		m, err := sub.NextMsg(wait)
+		if err != nil {
+			return 0, false, err
+		}
+		if status := m.Header.Get("Status"); status != "" {
+			switch status {
+			case "204": // end of batch
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				lastSeq, _ := strconv.ParseUint(m.Header.Get("Nats-Last-Sequence"), 10, 64)
+				if pending == 0 || lastSeq >= end {
+					return 0, true, nil
+				}
+				return lastSeq + 1, false, nil
+			case "404":
+				return 0, true, nil
+			default:
+				return 0, false, fmt.Errorf("direct get status %s %s", status, m.Header.Get("Description"))
+			}
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("direct get reply without a sequence: %w", err)
+		}
+		if seq > end {
+			continue // written after the scan began; the caller asked up to end
+		}
+		if err := fn(&rawMsg{subject: m.Header.Get("Nats-Subject"), seq: seq, header: m.Header, data: m.Data}); err != nil {
+			return 0, false, err
+		}
+	}
+}

@@ -1,0 +1,716 @@
+// Package jetstream is Cairn's production runtime.Store: every checkpoint
+// revision of a run is one event in a NATS JetStream stream, written with
+// expected-sequence fencing.
+//
+// # The log
+//
+// One stream (default CAIRN, subjects cairn.>) holds every session. A
+// session's events share cairn.sess.<session>.; every write of a session is
+// fenced against the last sequence of the whole session
+// (Nats-Expected-Last-Subject-Sequence with its -Subject variant set to
+// cairn.sess.<session>.>), so a session's log has exactly one writer at a
+// time: a checkpoint commit, a compaction or a lease acquisition by anyone
+// else in between makes the write fail, and nothing is stored.
+//
+//	cairn.sess.<s>.run.<r>.lease   LeaseAcquired: a new owner and epoch of run r
+//	cairn.sess.<s>.run.<r>.ckpt    CheckpointCommitted: one revision with its Append
+//	cairn.sess.<s>.compact         WindowCompacted: the session's new window
+//
+// A commit is one message, the checkpoint and the transcript messages it
+// appends (C12, C17). Opening a run publishes a lease event, which fences
+// out every earlier handle (C18). Each commit has a deterministic Nats-Msg-Id
+// (session, run, epoch, revision, content hash): after a lost
+// acknowledgement the store reads the session's last message and compares
+// Msg-Ids before deciding, because the server's answer to a retried publish
+// differs by replication (R1: wrong last sequence, 10071; R3: duplicate).
+//
+// # Durability
+//
+// The embedded server (StartServer) runs with SyncAlways: an acknowledged
+// commit is on disk. ServerConfig.NoSync trades that for throughput; streams
+// are never created with async persistence.
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/session"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Stream is the stream name; "" means CAIRN.
+	Stream string
+	// Replicas of the stream: 1 on a single server, 3 in a NATS cluster.
+	// Zero means 1.
+	Replicas int
+	// Holder names this process in lease events; "" means "cairn".
+	Holder string
+	// Retries of a publish after a transient error (timeout, no
+	// responders, leader change); zero means 5.
+	Retries int
+	// Backoff is the first retry delay, doubled each time; zero means 20ms.
+	Backoff time.Duration
+	// Logger receives retry and conflict diagnostics; nil discards them.
+	Logger *slog.Logger
+	// Now supplies event times; nil means time.Now.
+	Now func() time.Time
+}
+
+// Errors besides the runtime's ErrConflict, ErrLeaseLost, ErrSessionBusy.
+var (
+	ErrStreamMismatch = errors.New("jetstream: existing stream configuration does not match")
+	ErrTooLarge       = errors.New("jetstream: payload too large")
+)
+
+// Store opens run stores on one stream.
+type Store struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	blobs  jetstream.ObjectStore
+	log    *slog.Logger
+	// maxInline is the largest body kept inline in an event.
+	maxInline int
+}
+
+const blobBucket = "CAIRN_BLOBS"
+
+// New creates or validates the stream and returns a Store on nc.
+func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	if nc == nil {
+		return nil, errors.New("jetstream: New: nil connection")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = "CAIRN"
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Replicas != 1 && cfg.Replicas != 3 && cfg.Replicas != 5 {
+		return nil, fmt.Errorf("jetstream: Config.Replicas: %d, want 1, 3 or 5", cfg.Replicas)
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = "cairn"
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 5
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 20 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s := &Store{cfg: cfg, nc: nc, js: js, log: log}
+	if s.stream, err = ensureStream(ctx, js, streamConfig(cfg)); err != nil {
+		return nil, err
+	}
+	s.blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: object store %s: %w", blobBucket, err)
+	}
+	// Leave room for headers in the server's payload limit.
+	s.maxInline = int(nc.MaxPayload()) - 4096
+	return s, nil
+}
+
+func streamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "Cairn run log: checkpoints, leases, compactions",
+		Subjects:    []string{events.Prefix + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		MaxAge:      0,
+		// Longer than any retry horizon of a publish.
+		Duplicates:  5 * time.Minute,
+		AllowDirect: true,
+		DenyDelete:  true,
+	}
+}
+
+// ensureStream creates the stream or checks that the existing one matches
+// on everything Cairn's guarantees depend on.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, want)
+		if err == nil {
+			return st, nil
+		}
+		// Another process may have created it meanwhile.
+		if st2, err2 := js.Stream(ctx, want.Name); err2 == nil {
+			st, err = st2, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: stream %s: %w", want.Name, err)
+	}
+	got := st.CachedInfo().Config
+	var bad []string
+	if fmt.Sprint(got.Subjects) != fmt.Sprint(want.Subjects) {
+		bad = append(bad, fmt.Sprintf("subjects %v, want %v", got.Subjects, want.Subjects))
+	}
+	if got.Storage != want.Storage {
+		bad = append(bad, fmt.Sprintf("storage %s, want %s", got.Storage, want.Storage))
+	}
+	if got.Replicas != want.Replicas {
+		bad = append(bad, fmt.Sprintf("replicas %d, want %d", got.Replicas, want.Replicas))
+	}
+	if got.Retention != want.Retention {
+		bad = append(bad, fmt.Sprintf("retention %s, want %s", got.Retention, want.Retention))
+	}
+	if !got.AllowDirect {
+		bad = append(bad, "allow_direct is off")
+	}
+	if got.PersistMode != jetstream.DefaultPersistMode {
+		bad = append(bad, "persist_mode is async: acknowledged commits could be lost")
+	}
+	if got.Duplicates < time.Minute {
+		bad = append(bad, fmt.Sprintf("duplicate window %s, want at least 1m", got.Duplicates))
+	}
+	if got.MaxAge != 0 || got.MaxMsgs > 0 || got.MaxBytes > 0 || got.MaxMsgsPerSubject > 0 {
+		bad = append(bad, "limits would discard committed events")
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%w: stream %s: %v", ErrStreamMismatch, want.Name, bad)
+	}
+	return st, nil
+}
+
+// Open acquires the lease of a run and returns the store scoped to it. A
+// completed run opens read-only without a lease (its reply can be returned,
+// C7). A run of a session whose admitted run has not completed is refused
+// with runtime.ErrSessionBusy (C18).
+func (s *Store) Open(ctx context.Context, sessionID, runID string) (runtime.Store, error) {
+	if err := events.ValidID(sessionID); err != nil {
+		return nil, fmt.Errorf("jetstream: open: session: %w", err)
+	}
+	if err := events.ValidID(runID); err != nil {
+		return nil, fmt.Errorf("jetstream: open: run: %w", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
+		h, err := s.open(ctx, sessionID, runID)
+		if err == nil {
+			return h, nil
+		}
+		if !errors.Is(err, runtime.ErrConflict) || ctx.Err() != nil {
+			return nil, err
+		}
+		lastErr = err // someone wrote to the session meanwhile: read again
+	}
+	return nil, lastErr
+}
+
+func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, error) {
+	h := &RunStore{s: s, session: sessionID, run: runID}
+	last, err := s.last(ctx, events.SessionAll(sessionID))
+	if err != nil {
+		return nil, err
+	}
+	if last != nil {
+		h.seq = last.Sequence
+	}
+	if err := h.readCheckpoint(ctx); err != nil {
+		return nil, err
+	}
+	if h.completed {
+		return h, nil
+	}
+	lease, err := s.lastLease(ctx, events.RunLease(sessionID, runID))
+	if err != nil {
+		return nil, err
+	}
+	// The session's admitted run is the one with the latest lease.
+	other, err := s.lastLease(ctx, events.SessionLeases(sessionID))
+	if err != nil {
+		return nil, err
+	}
+	if other != nil && other.RunID != runID {
+		done, err := s.runCompleted(ctx, sessionID, other.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			return nil, fmt.Errorf("jetstream: open run %s: %w (%s)", runID, runtime.ErrSessionBusy, other.RunID)
+		}
+	}
+	epoch := int64(1)
+	if lease != nil {
+		epoch = lease.Epoch + 1
+	}
+	ev, err := events.New(events.LeaseAcquired, sessionID, runID, h.rev, epoch, s.cfg.Now(), events.Lease{Holder: s.cfg.Holder, Epoch: epoch})
+	if err != nil {
+		return nil, err
+	}
+	id := fmt.Sprintf("%s.%s.lease.%d", sessionID, runID, epoch)
+	seq, err := h.publish(ctx, events.RunLease(sessionID, runID), ev, id)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: open run %s: lease: %w", runID, err)
+	}
+	h.seq, h.epoch = seq, epoch
+	return h, nil
+}
+
+type leaseInfo struct {
+	RunID string
+	Epoch int64
+}
+
+func (s *Store) lastLease(ctx context.Context, subject string) (*leaseInfo, error) {
+	m, err := s.last(ctx, subject)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	e, err := events.Decode(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %s seq %d: %w", subject, m.Sequence, err)
+	}
+	var l events.Lease
+	if err := e.Payload(&l); err != nil {
+		return nil, err
+	}
+	return &leaseInfo{RunID: e.RunID, Epoch: l.Epoch}, nil
+}
+
+func (s *Store) runCompleted(ctx context.Context, sessionID, runID string) (bool, error) {
+	m, err := s.last(ctx, events.RunCheckpoints(sessionID, runID))
+	if err != nil || m == nil {
+		return false, err
+	}
+	cp, err := s.decodeCheckpoint(ctx, m)
+	if err != nil {
+		return false, err
+	}
+	return cp.Reply != nil, nil
+}
+
+// last returns the last message on subject (wildcards allowed), nil when
+// there is none.
+func (s *Store) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	var err error
+	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
+		var m *jetstream.RawStreamMsg
+		m, err = s.stream.GetLastMsgForSubject(ctx, subject)
+		if err == nil {
+			return m, nil
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			break
+		}
+		if werr := s.sleep(ctx, attempt); werr != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("jetstream: read last of %s: %w", subject, err)
+}
+
+func (s *Store) sleep(ctx context.Context, attempt int) error {
+	t := time.NewTimer(s.cfg.Backoff << attempt)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// transient reports errors after which a retry may succeed and the outcome
+// of a publish is unknown.
+func transient(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case 10163, // new leader still applying
+			10158: // duplicate message ID in process
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
+
+// conflict reports a wrong-last-sequence answer: R1 says 10071, replicated
+// streams 10164.
+func conflict(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// decodeCheckpoint decodes a CheckpointCommitted message, fetching an
+// out-of-line payload from the object store.
+func (s *Store) decodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) (*runtime.Checkpoint, error) {
+	e, err := events.Decode(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
+	}
+	if e.Type != events.CheckpointCommitted {
+		return nil, fmt.Errorf("jetstream: %s seq %d: %w: %s where a checkpoint was expected", m.Subject, m.Sequence, events.ErrMalformed, e.Type)
+	}
+	if err := s.resolve(ctx, &e); err != nil {
+		return nil, err
+	}
+	var p events.Checkpoint
+	if err := e.Payload(&p); err != nil {
+		return nil, err
+	}
+	return &p.Checkpoint, nil
+}
+
+// resolve replaces an event's DataRef with the payload it points at.
+func (s *Store) resolve(ctx context.Context, e *events.Envelope) error {
+	if e.DataRef == nil {
+		return nil
+	}
+	ref := e.DataRef
+	b, err := s.blobs.GetBytes(ctx, ref.Key)
+	if err != nil {
+		return fmt.Errorf("jetstream: payload %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	sum := sha256.Sum256(b)
+	if hex.EncodeToString(sum[:]) != ref.SHA256 || int64(len(b)) != ref.Size {
+		return fmt.Errorf("jetstream: payload %s/%s: %w: content does not match its reference", ref.Bucket, ref.Key, events.ErrMalformed)
+	}
+	e.Data, e.DataRef = b, nil
+	return nil
+}
+
+// RunStore is the runtime.Store of one run: the run's only writer while its
+// lease holds. It caches what it wrote, so after the first load it serves
+// LoadCheckpoint and Load without reading the log.
+type RunStore struct {
+	s       *Store
+	session string
+	run     string
+
+	mu        sync.Mutex
+	epoch     int64 // 0: a read-only handle of a completed run
+	seq       uint64
+	rev       int64
+	cpData    []byte // the committed checkpoint, JSON, for identical retries
+	completed bool
+	window    []model.Message
+	ids       map[string]bool
+	loaded    bool
+}
+
+var (
+	_ runtime.Store   = (*RunStore)(nil)
+	_ session.Auditor = (*RunStore)(nil)
+)
+
+func (h *RunStore) readCheckpoint(ctx context.Context) error {
+	m, err := h.s.last(ctx, events.RunCheckpoints(h.session, h.run))
+	if err != nil || m == nil {
+		return err
+	}
+	cp, err := h.s.decodeCheckpoint(ctx, m)
+	if err != nil {
+		return err
+	}
+	h.rev, h.completed = cp.Revision, cp.Reply != nil
+	h.cpData, err = json.Marshal(cp)
+	return err
+}
+
+// LoadCheckpoint implements runtime.Store.
+func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cpData == nil {
+		return nil, nil
+	}
+	var cp runtime.Checkpoint
+	if err := json.Unmarshal(h.cpData, &cp); err != nil {
+		return nil, fmt.Errorf("jetstream: load checkpoint: %w", err)
+	}
+	return &cp, nil
+}
+
+// SaveCheckpoint implements runtime.Store.
+func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) error {
+	if cp == nil {
+		return errors.New("jetstream: save checkpoint: nil checkpoint")
+	}
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("jetstream: save checkpoint: %w", err)
+	}
+	for i, m := range cp.Append {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("jetstream: save checkpoint rev %d: append[%d]: %w", cp.Revision, i, err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.epoch == 0:
+		return fmt.Errorf("jetstream: save run %s: the run is completed (read-only handle): %w", h.run, runtime.ErrConflict)
+	case cp.Revision == h.rev && h.rev > 0:
+		if bytes.Equal(b, h.cpData) {
+			return nil // identical retry of the committed revision (C13)
+		}
+		return fmt.Errorf("jetstream: save run %s rev %d: differs from the committed revision: %w", h.run, cp.Revision, runtime.ErrConflict)
+	case cp.Revision != h.rev+1:
+		return fmt.Errorf("jetstream: save run %s rev %d: current revision is %d: %w", h.run, cp.Revision, h.rev, runtime.ErrConflict)
+	}
+	if err := h.loadWindow(ctx); err != nil {
+		return err
+	}
+	for i, m := range cp.Append {
+		if h.ids[m.ID] {
+			return fmt.Errorf("jetstream: save run %s rev %d: append[%d]: message %s already in the window: %w", h.run, cp.Revision, i, m.ID, runtime.ErrConflict)
+		}
+	}
+	ev, err := events.New(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.Checkpoint{Checkpoint: *cp})
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
+	seq, err := h.publish(ctx, events.RunCheckpoints(h.session, h.run), ev, id)
+	if err != nil {
+		return fmt.Errorf("jetstream: save run %s rev %d: %w", h.run, cp.Revision, err)
+	}
+	h.seq, h.rev, h.cpData = seq, cp.Revision, b
+	h.completed = cp.Reply != nil
+	for _, m := range cp.Append {
+		h.window = append(h.window, m)
+		h.ids[m.ID] = true
+	}
+	return nil
+}
+
+// publish writes one event fenced against the session's last sequence and
+// resolves every ambiguous answer by reading the log. Callers hold h.mu
+// (or own h exclusively).
+func (h *RunStore) publish(ctx context.Context, subject string, ev events.Envelope, id string) (uint64, error) {
+	s := h.s
+	body, hdrs, err := events.Encode(ev, id)
+	if err != nil {
+		return 0, err
+	}
+	if len(body) > s.maxInline {
+		if body, hdrs, err = h.offload(ctx, ev, id); err != nil {
+			return 0, err
+		}
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	for k, v := range hdrs {
+		msg.Header.Set(k, v)
+	}
+	fence := events.SessionAll(h.session)
+	for attempt := 0; ; attempt++ {
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(h.seq, fence), jetstream.WithMsgID(id))
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		switch {
+		case conflict(err):
+			// Either another writer got in, or an earlier try of this very
+			// message was stored and its acknowledgement lost (R1 answers a
+			// retry with 10071, not duplicate): the log decides.
+			return h.settle(ctx, id, err)
+		case transient(err) && attempt < s.cfg.Retries && ctx.Err() == nil:
+			s.log.Debug("jetstream: publish retry", "subject", subject, "msg_id", id, "attempt", attempt, "err", err)
+			if werr := s.sleep(ctx, attempt); werr != nil {
+				return 0, fmt.Errorf("jetstream: publish %s: %w (then %v)", id, err, werr)
+			}
+			last, rerr := s.last(ctx, fence)
+			if rerr != nil {
+				continue
+			}
+			if last != nil && last.Header.Get(jetstream.MsgIDHeader) == id {
+				return last.Sequence, nil
+			}
+			if last != nil && last.Sequence != h.seq {
+				return h.settle(ctx, id, err)
+			}
+		default:
+			// Unknown outcome: the caller's attempt stops and recovery
+			// loads durable state (C8).
+			return 0, fmt.Errorf("jetstream: publish %s: %w", id, err)
+		}
+	}
+}
+
+// settle decides a write the server refused: committed (our Msg-Id is the
+// session's last message), fenced out by a newer lease (ErrLeaseLost), or
+// a conflict.
+func (h *RunStore) settle(ctx context.Context, id string, cause error) (uint64, error) {
+	s := h.s
+	last, err := s.last(ctx, events.SessionAll(h.session))
+	if err != nil {
+		return 0, fmt.Errorf("jetstream: %v; then: %w", cause, err)
+	}
+	if last != nil && last.Header.Get(jetstream.MsgIDHeader) == id {
+		return last.Sequence, nil
+	}
+	if h.epoch > 0 {
+		lease, err := s.lastLease(ctx, events.RunLease(h.session, h.run))
+		if err == nil && lease != nil && lease.Epoch > h.epoch {
+			return 0, fmt.Errorf("run %s: epoch %d fenced out by epoch %d: %w", h.run, h.epoch, lease.Epoch, runtime.ErrLeaseLost)
+		}
+	}
+	s.log.Info("jetstream: write conflict", "session", h.session, "run", h.run, "msg_id", id, "err", cause)
+	return 0, fmt.Errorf("session %s moved on (expected last sequence %d): %w", h.session, h.seq, runtime.ErrConflict)
+}
+
+// offload puts an event's payload in the object store and returns a body
+// that references it. The put is idempotent by key; a crash before the
+// event leaves an unreferenced object, never a dangling reference.
+func (h *RunStore) offload(ctx context.Context, ev events.Envelope, id string) ([]byte, map[string]string, error) {
+	sum := sha256.Sum256(ev.Data)
+	key := id + "." + hex.EncodeToString(sum[:8])
+	if _, err := h.s.blobs.PutBytes(ctx, key, ev.Data); err != nil {
+		return nil, nil, fmt.Errorf("jetstream: store payload %s: %w", key, err)
+	}
+	ev.DataRef = &events.ObjectRef{Bucket: blobBucket, Key: key, Size: int64(len(ev.Data)), SHA256: hex.EncodeToString(sum[:])}
+	ev.Data = nil
+	body, hdrs, err := events.Encode(ev, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(body) > h.s.maxInline {
+		return nil, nil, fmt.Errorf("%w: event %s is %d bytes even with its payload out of line (limit %d)", ErrTooLarge, id, len(body), h.s.maxInline)
+	}
+	return body, hdrs, nil
+}
+
+// loadWindow reads the session's current window once: the last compaction's
+// window and every Append committed after it. Callers hold h.mu.
+func (h *RunStore) loadWindow(ctx context.Context) error {
+	if h.loaded {
+		return nil
+	}
+	var window []model.Message
+	var start uint64 = 1
+	m, err := h.s.last(ctx, events.SessionCompactions(h.session))
+	if err != nil {
+		return err
+	}
+	if m != nil {
+		e, err := events.Decode(m.Data)
+		if err == nil {
+			err = h.s.resolve(ctx, &e)
+		}
+		var c events.Compaction
+		if err == nil {
+			err = e.Payload(&c)
+		}
+		if err != nil {
+			return fmt.Errorf("jetstream: compaction seq %d: %w", m.Sequence, err)
+		}
+		window, start = c.Compaction.Window, m.Sequence+1
+	}
+	err = h.s.scanCheckpoints(ctx, h.session, start, func(cp *runtime.Checkpoint) {
+		window = append(window, cp.Append...)
+	})
+	if err != nil {
+		return err
+	}
+	h.window = window
+	h.ids = make(map[string]bool, len(window))
+	for _, m := range window {
+		h.ids[m.ID] = true
+	}
+	h.loaded = true
+	return nil
+}
+
+// Load implements session.SessionStore.
+func (h *RunStore) Load(ctx context.Context) ([]model.Message, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.loadWindow(ctx); err != nil {
+		return nil, err
+	}
+	return append([]model.Message(nil), h.window...), nil
+}
+
+// History implements session.Auditor: every message of the session, read
+// from the log.
+func (h *RunStore) History(ctx context.Context) ([]model.Message, error) {
+	var out []model.Message
+	err := h.s.scanCheckpoints(ctx, h.session, 1, func(cp *runtime.Checkpoint) {
+		out = append(out, cp.Append...)
+	})
+	return out, err
+}
+
+// Compact implements session.SessionStore: one fenced event (C15).
+func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
+	for i, m := range c.Window {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("jetstream: compact: window[%d]: %w", i, err)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.epoch == 0 {
+		return fmt.Errorf("jetstream: compact: run %s is completed (read-only handle): %w", h.run, runtime.ErrConflict)
+	}
+	if err := h.loadWindow(ctx); err != nil {
+		return err
+	}
+	last := ""
+	if n := len(h.window); n > 0 {
+		last = h.window[n-1].ID
+	}
+	if last != c.Through {
+		return fmt.Errorf("jetstream: compact session %s: window ends with %q, not %q: %w", h.session, last, c.Through, runtime.ErrConflict)
+	}
+	ev, err := events.New(events.WindowCompacted, h.session, h.run, h.rev, h.epoch, h.s.cfg.Now(), events.Compaction{Compaction: c, RunID: h.run})
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	id := fmt.Sprintf("%s.%s.%d.compact.%d.%s", h.session, h.run, h.epoch, h.rev, hex.EncodeToString(sum[:8]))
+	seq, err := h.publish(ctx, events.SessionCompactions(h.session), ev, id)
+	if err != nil {
+		return fmt.Errorf("jetstream: compact session %s: %w", h.session, err)
+	}
+	h.seq = seq
+	h.window = append([]model.Message(nil), c.Window...)
+	for _, m := range c.Window {
+		h.ids[m.ID] = true
+	}
+	return nil
+}
