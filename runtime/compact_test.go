@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/cairn-agents/cairn/runtime/model"
-	"github.com/cairn-agents/cairn/runtime/session"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	"github.com/cairn-agents/cairn/runtime/session"
 )
 
 // TestC15_C36_LongRunCompactsAndStaysInsideTheWindow: a run whose
