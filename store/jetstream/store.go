@@ -88,6 +88,8 @@ type Store struct {
 	log    *slog.Logger
 	// maxInline is the largest body kept inline in an event.
 	maxInline int
+	// publishMsg is js.PublishMsg; tests replace it to lose acknowledgements.
+	publishMsg func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
 const blobBucket = "CAIRN_BLOBS"
@@ -126,7 +128,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Store{cfg: cfg, nc: nc, js: js, log: log}
+	s := &Store{cfg: cfg, nc: nc, js: js, log: log, publishMsg: js.PublishMsg}
 	if s.stream, err = ensureStream(ctx, js, streamConfig(cfg)); err != nil {
 		return nil, err
 	}
@@ -537,7 +539,7 @@ func (h *RunStore) publish(ctx context.Context, subject string, ev events.Envelo
 	}
 	fence := events.SessionAll(h.session)
 	for attempt := 0; ; attempt++ {
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(h.seq, fence), jetstream.WithMsgID(id))
+		ack, err := s.publishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(h.seq, fence), jetstream.WithMsgID(id))
 		if err == nil {
 			return ack.Sequence, nil
 		}
