@@ -154,3 +154,32 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The hand-written envelope encodes exactly what encoding/json would.
+func TestEncodeMatchesEncodingJSON(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, e := range []events.Envelope{
+		events.NewRaw(events.CheckpointCommitted, "s-1", "r_2", 3, 4, at, events.CheckpointPayload([]byte(`{"revision":3,"append":[{"id":"a","text":"<&\u2028>"}]}`))),
+		events.NewRaw(events.WindowCompacted, "s", "", 0, 1, at, json.RawMessage(`{"x":1}`)),
+		{Type: events.LeaseAcquired, Version: 1, SessionID: "s", RunID: "r", Epoch: 2, Time: at, DataRef: &events.ObjectRef{Bucket: "b", Key: "k", Size: 9, SHA256: "ab"}},
+	} {
+		body, _, err := events.Encode(e, "id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want any
+		ref, _ := json.Marshal(e)
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("invalid JSON %s: %v", body, err)
+		}
+		_ = json.Unmarshal(ref, &want)
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		if string(gb) != string(wb) {
+			t.Fatalf("Encode = %s\nencoding/json = %s", body, ref)
+		}
+	}
+	if _, _, err := events.Encode(events.NewRaw(events.LeaseAcquired, "a.b", "r", 0, 1, at, json.RawMessage(`{}`)), "id"); !errors.Is(err, events.ErrMalformed) {
+		t.Fatalf("a session ID that is not a subject token: %v", err)
+	}
+}
