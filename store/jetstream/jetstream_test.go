@@ -29,6 +29,17 @@ func newStore(t *testing.T, nc *nats.Conn, cfg jetstream.Config) *jetstream.Stor
 	return s
 }
 
+// storeOn returns a store on one server (replicas 1) or on a fresh
+// three-server cluster, connected to its last member.
+func storeOn(t *testing.T, replicas int) *jetstream.Store {
+	t.Helper()
+	if replicas == 1 {
+		return newStore(t, natstest.Connect(t, natstest.Server(t)), jetstream.Config{})
+	}
+	servers := natstest.Cluster(t, replicas)
+	return newStore(t, natstest.Connect(t, servers[replicas-1]), jetstream.Config{Replicas: replicas})
+}
+
 func cp(rev int64, msgs ...model.Message) *runtime.Checkpoint {
 	return &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel, Append: msgs}
 }
@@ -49,9 +60,6 @@ func history(t *testing.T, s runtime.Store) []string {
 }
 
 func TestConformanceR3(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster per subtest")
-	}
 	servers := natstest.Cluster(t, 3)
 	nc := natstest.Connect(t, servers[1])
 	s := newStore(t, nc, jetstream.Config{Replicas: 3})
@@ -66,16 +74,7 @@ func TestConformanceR3(t *testing.T) {
 func TestConcurrentWriters(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {
-			var nc *nats.Conn
-			if replicas == 1 {
-				nc = natstest.Connect(t, natstest.Server(t))
-			} else {
-				if testing.Short() {
-					t.Skip("cluster")
-				}
-				nc = natstest.Connect(t, natstest.Cluster(t, 3)[0])
-			}
-			s := newStore(t, nc, jetstream.Config{Replicas: replicas})
+			s := storeOn(t, replicas)
 			ctx := context.Background()
 			h, err := s.Open(ctx, "same", "r")
 			if err != nil {
@@ -150,16 +149,7 @@ func TestLostAcknowledgement(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
 		for _, m := range []mode{{"timeout then read", lose}, {"retry answered by the server", retried}} {
 			t.Run(fmt.Sprintf("R%d/%s", replicas, m.name), func(t *testing.T) {
-				var nc *nats.Conn
-				if replicas == 1 {
-					nc = natstest.Connect(t, natstest.Server(t))
-				} else {
-					if testing.Short() {
-						t.Skip("cluster")
-					}
-					nc = natstest.Connect(t, natstest.Cluster(t, 3)[2])
-				}
-				s := newStore(t, nc, jetstream.Config{Replicas: replicas})
+				s := storeOn(t, replicas)
 				jetstream.WrapPublish(s, m.wrap)
 				ctx := context.Background()
 				h, err := s.Open(ctx, "sess", "run")
