@@ -74,6 +74,7 @@ func TestC1_MissingInputFailsBeforeAnyWrite(t *testing.T) {
 		{"no output schema", "Definition.OutputSchema", func(in *runtime.Input) { in.Definition.OutputSchema = nil }},
 		{"bad output schema", "Definition.OutputSchema", func(in *runtime.Input) { in.Definition.OutputSchema = json.RawMessage(`{"type":"strin"}`) }},
 		{"no model", "Model", func(in *runtime.Input) { in.Model = nil }},
+		{"model options not JSON", "Definition.ModelOptions", func(in *runtime.Input) { in.Definition.ModelOptions = json.RawMessage(`{temperature: 1}`) }},
 		{"no limits", "ModelLimits.ContextTokens", func(in *runtime.Input) { in.ModelLimits = runtime.ModelLimits{} }},
 		{"output limit too big", "ModelLimits.OutputTokens", func(in *runtime.Input) { in.ModelLimits.OutputTokens = in.ModelLimits.ContextTokens }},
 		{"no store", "Store", func(in *runtime.Input) { in.Store = nil }},

@@ -115,6 +115,9 @@ func (in *Input) validate() (*contract, error) {
 			return nil, inputErr("Definition.InputSchema", "%v", err)
 		}
 	}
+	if len(def.ModelOptions) > 0 && !json.Valid(def.ModelOptions) {
+		return nil, inputErr("Definition.ModelOptions", "is not valid JSON")
+	}
 	if c.completion, err = schema.CompletionSchema(out); err != nil {
 		return nil, inputErr("Definition.OutputSchema", "completion schema: %v", err)
 	}

@@ -1,0 +1,97 @@
+package jsexec
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/cairn-agents/cairn/runtime/jstool"
+)
+
+// benchInvoke answers every callback at once.
+func benchInvoke(ctx context.Context, callID string, seq int, capability string, args json.RawMessage) (jstool.Value, error) {
+	return jstool.Value{JSON: json.RawMessage(`{"n":1}`)}, nil
+}
+
+var benchConfig = jstool.Config{Capabilities: []jstool.CapabilityInfo{{Name: "kv.get"}}, Invoke: benchInvoke}
+
+const callbacks100 = `let s = 0; for (let i = 0; i < 100; i++) s += (await caps.kv.get({key: "k" + i})).n; return s`
+
+func benchFactory(b *testing.B, mode Mode) *Factory {
+	b.Helper()
+	f, err := New(WithMode(mode))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// BenchmarkNewExecutor: NewExecutor and Close. In process this allocates
+// the realm; a worker starts only on the first Execute.
+func BenchmarkNewExecutor(b *testing.B) {
+	for _, mode := range modes {
+		b.Run(mode.String(), func(b *testing.B) {
+			f := benchFactory(b, mode)
+			b.ReportAllocs()
+			for b.Loop() {
+				ex, err := f.NewExecutor(context.Background(), benchConfig)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ex.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkFirstScript: a realm from nothing to its first result and
+// closed: what the first run_js of an attempt costs.
+func BenchmarkFirstScript(b *testing.B) {
+	for _, mode := range modes {
+		b.Run(mode.String(), func(b *testing.B) {
+			f := benchFactory(b, mode)
+			b.ReportAllocs()
+			for b.Loop() {
+				ex, err := f.NewExecutor(context.Background(), benchConfig)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out, err := ex.Execute(context.Background(), jstool.Script{CallID: "b", Code: `return 1`}); err != nil || out.Failure != nil {
+					b.Fatal(err, out.Failure)
+				}
+				ex.Close()
+			}
+		})
+	}
+}
+
+// benchScript runs code on a warm executor.
+func benchScript(b *testing.B, code, want string) {
+	for _, mode := range modes {
+		b.Run(mode.String(), func(b *testing.B) {
+			ex, err := benchFactory(b, mode).NewExecutor(context.Background(), benchConfig)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ex.Close()
+			s := jstool.Script{CallID: "b", Code: code}
+			if _, err := ex.Execute(context.Background(), s); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := ex.Execute(context.Background(), s)
+				if err != nil || out.Failure != nil || string(out.Value) != want {
+					b.Fatal(err, out.Failure, string(out.Value))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkTrivialScript: `return 1` on a warm executor.
+func BenchmarkTrivialScript(b *testing.B) { benchScript(b, `return 1`, `1`) }
+
+// BenchmarkCallbacks100: 100 sequential awaited callbacks on a warm
+// executor.
+func BenchmarkCallbacks100(b *testing.B) { benchScript(b, callbacks100, `100`) }

@@ -1,0 +1,131 @@
+// Package jsexec is the JavaScript executor behind the run_js tool: a
+// jstool.Factory on github.com/dop251/goja. Each executor is one realm
+// scoped to one attempt of one run. A script is the body of an async
+// function; it calls the host only through the capabilities bound under a
+// frozen `caps` object, and its returned value comes back as JSON with its
+// console output and the attachments its callbacks returned.
+//
+// # A minimal program
+//
+//	func main() {
+//		jsexec.MaybeRunWorker() // first thing: this binary is also the worker
+//		factory, err := jsexec.New()
+//		...
+//		ex, err := factory.NewExecutor(ctx, jstool.Config{Capabilities: infos, Invoke: invoker.Invoke})
+//		...
+//		defer ex.Close()
+//		out, err := ex.Execute(ctx, jstool.Script{CallID: id, Code: `return (await caps.kv.get({key: "a"})).value`})
+//
+// The caller's duties:
+//
+//  1. Call MaybeRunWorker first thing in main (and in TestMain of any test
+//     binary that uses ModeWorker). The worker is this binary re-executed
+//     with a marker in its environment; without the call the re-executed
+//     binary would run the node instead of a worker (Execute then fails with
+//     ErrWorker after a handshake timeout).
+//  2. Pass the canonical invoker (jstool.Invoker) as Config.Invoke: it
+//     validates arguments, authorizes through the host, redacts results and
+//     records attribution. The executor calls Config.Invoke for every
+//     callback and nothing else.
+//  3. Create the executor lazily, on the first run_js of an attempt, and
+//     Close it on every exit (C41). Close is idempotent; Execute after Close
+//     returns ErrClosed.
+//  4. Treat an error from Execute as an interrupted script (its callbacks
+//     may have taken effect, C20); a script that throws, times out or trips a
+//     limit is an Outcome with Failure set, a tool error (C21, C22).
+//
+// # Scripts
+//
+// The code is compiled as `(async function () {` + code + `\n})` and called,
+// so `await` and `return` work. The result is JSON.stringify of the returned
+// value (undefined, a function or a symbol give null); a value that cannot
+// be serialized (a cycle, a BigInt) is an "exception" failure. The script
+// ends when its promise has settled and no callback is pending, so
+// callbacks that were started but not awaited still complete (and count). A
+// script that awaits a promise nothing can settle fails at once instead of
+// waiting for its timeout; an unhandled promise rejection fails the script.
+// Positions in messages are those of the code as written.
+//
+// Globals persist between the scripts of one executor: assign to globalThis
+// (or an undeclared name) to keep a value; `let`, `const` and `var` are
+// local to the script. They are lost when the realm is replaced (a worker
+// that died or was killed, an in-process realm abandoned inside a builtin,
+// an engine panic), and the failure says so. Nothing survives the executor:
+// the heap is never checkpointed and scripts are never replayed (C42).
+//
+// # Bindings
+//
+// Only Config.Capabilities are bound (C4). Each is an async function of one
+// argument under `caps`, dotted names nesting (`kv.get` is caps.kv.get).
+// The argument is serialized with the realm's original JSON.stringify (no
+// argument means {}); the promise resolves with the parsed JSON of
+// Value.JSON, or rejects with an Error whose message is the invoker's error
+// text (a panic in Invoke becomes "caps.<name>: internal error in the host";
+// the panic value goes to the logger only, as it bypassed redaction).
+// Invoke runs off the VM goroutine; results are applied on the VM goroutine
+// by an event loop inside Execute. Callback sequence numbers start at 1 per
+// script. The caps tree is null-prototype and frozen, the `caps` global
+// non-writable and non-configurable, and the host only ever calls builtins
+// it captured before any script ran, so overwriting caps.kv.get,
+// Object.prototype, JSON or Error changes nothing outside the realm.
+// console.log, info, warn and error are captured.
+//
+// # No ambient authority
+//
+// A realm has only ECMAScript builtins, `console` and `caps`: no require,
+// import, process, fetch or other network, filesystem, environment, or
+// timers (setTimeout, setInterval, queueMicrotask do not exist, so nothing
+// can outlive a script). eval and Function exist but compile code in the
+// same realm, with the same bindings and no more. A worker process starts
+// with an empty environment (only the worker marker), inherits no open file
+// of the host, and has no core dumps. Date and Math.random are the
+// builtins': scripts are not deterministic, and need not be, since they are
+// never replayed.
+//
+// # Modes
+//
+// ModeWorker (the default) runs each executor's realm in its own worker
+// process, started on the first Execute and spoken to over stdin/stdout with
+// length-prefixed JSON frames (see protocol.go). It is the default because
+// goja has no memory limit: a watchdog can interrupt allocation loops, but
+// one builtin allocation such as "x".repeat(2**31-1) or
+// new Array(2**32-1).fill(0) either succeeds at gigabytes or kills the whole
+// process with Go's "fatal error: out of memory", which no recover catches.
+// In a worker such a script kills only the worker, under an address-space
+// limit (RLIMIT_AS, set by the worker on itself at start; Linux): Execute
+// reports a "limit" failure ("memory limit exceeded ... globals from earlier
+// scripts are lost") and the next script starts a fresh worker. The same
+// holds for a script stuck in a builtin that Interrupt cannot reach (a
+// backtracking regular expression, serializing a 200,000-deep nested array):
+// past the deadline the worker is killed. Workers are always reaped, die with
+// the parent (PDEATHSIG), and cost ~7 ms to start and ~0.2 ms per trivial
+// script.
+//
+// ModeInProcess runs the realm in the calling process: ~15x cheaper per
+// script, but its memory watchdog bounds the growth of the whole process's
+// heap and cannot stop a single huge allocation, and a script stuck in a
+// builtin keeps a goroutine busy after Execute has returned (the realm is
+// abandoned to it). Use it for trusted scripts, tests and benchmarks.
+//
+// # Limits
+//
+// Each limit is a field of Limits (zero means the default); tripping one is
+// a Failure of kind "timeout" or "limit", never a crash:
+//
+//	Timeout              30 s     wall clock per script, awaited callbacks included
+//	MaxCallStackSize     5,000    frames
+//	MaxCallbacks         1,000    capability calls per script
+//	MaxPendingCallbacks  32       capability calls in flight at once
+//	MaxSourceBytes       128 KiB  script source
+//	MaxResultBytes       1 MiB    returned JSON (and each callback argument)
+//	MaxLogLines          200      console lines kept (the rest counted in LogsDropped)
+//	MaxLogBytes          64 KiB   console bytes kept
+//	MaxConsoleBytes      4 MiB    console output written; past it the script fails
+//	MemoryBytes          256 MiB  heap (watchdog); worker address space = idle + 4x
+//
+// The watchdog polls the heap every 2 ms, so a loop may overshoot the memory
+// limit before it is stopped. A context that ends interrupts the script;
+// Execute then returns an error wrapping ctx's cause. If the realm does not
+// stop within a grace period (2 s) it is abandoned (in process) or killed
+// (worker).
+package jsexec

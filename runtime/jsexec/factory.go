@@ -1,0 +1,125 @@
+package jsexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/cairn-agents/cairn/runtime/jstool"
+)
+
+// ErrClosed is returned by Execute after Close, and by an Execute that Close
+// interrupted.
+var ErrClosed = errors.New("jsexec: executor closed")
+
+// ErrWorker is the class of worker failures that are not the script's doing:
+// the worker binary cannot start or does not answer (does its main call
+// MaybeRunWorker?), or it broke the protocol.
+var ErrWorker = errors.New("jsexec: worker failed")
+
+// Factory allocates executors. It holds no resources itself: each executor
+// owns its realm (and, in ModeWorker, its worker process) until Close.
+type Factory struct {
+	s settings
+}
+
+var _ jstool.Factory = (*Factory)(nil)
+
+// New returns a Factory. Without options it runs realms in worker
+// subprocesses of the current executable with DefaultLimits.
+func New(opts ...Option) (*Factory, error) {
+	s := defaultSettings()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&s); err != nil {
+			return nil, err
+		}
+	}
+	if s.mode == ModeWorker && s.workerPath == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("jsexec: worker path: %w", err)
+		}
+		s.workerPath = p
+	}
+	return &Factory{s: s}, nil
+}
+
+// Mode reports where the factory's realms live.
+func (f *Factory) Mode() Mode { return f.s.mode }
+
+// Limits reports the per-script limits, defaults filled in.
+func (f *Factory) Limits() Limits { return f.s.limits }
+
+// NewExecutor returns an executor bound to cfg.Capabilities that calls
+// cfg.Invoke for every callback. It is cheap: an in-process realm is a few
+// microseconds, a worker starts on the first Execute. It fails when cfg has
+// no Invoke or a capability name is empty, has an empty dotted segment, is
+// repeated, or is both a function and a namespace ("kv" and "kv.get").
+func (f *Factory) NewExecutor(ctx context.Context, cfg jstool.Config) (ex jstool.Executor, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			ex, err = nil, fmt.Errorf("jsexec: new executor: internal error: %v", x)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("jsexec: new executor: %w", err)
+	}
+	if cfg.Invoke == nil {
+		return nil, errors.New("jsexec: new executor: Config.Invoke is nil")
+	}
+	names, err := capabilityNames(cfg.Capabilities)
+	if err != nil {
+		return nil, err
+	}
+	switch f.s.mode {
+	case ModeInProcess:
+		return newInProcess(f.s, names, cfg.Invoke)
+	default:
+		return newWorkerExecutor(f.s, names, cfg.Invoke), nil
+	}
+}
+
+// capabilityNames validates and sorts the bound names.
+func capabilityNames(caps []jstool.CapabilityInfo) ([]string, error) {
+	names := make([]string, 0, len(caps))
+	seen := make(map[string]bool, len(caps))
+	for _, c := range caps {
+		if c.Name == "" {
+			return nil, errors.New("jsexec: capability with an empty name")
+		}
+		for _, seg := range strings.Split(c.Name, ".") {
+			if seg == "" {
+				return nil, fmt.Errorf("jsexec: capability %q has an empty name segment", c.Name)
+			}
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("jsexec: capability %q bound twice", c.Name)
+		}
+		seen[c.Name] = true
+		names = append(names, c.Name)
+	}
+	for _, n := range names {
+		for i := strings.IndexByte(n, '.'); i >= 0; i = nextDot(n, i) {
+			if seen[n[:i]] {
+				return nil, fmt.Errorf("jsexec: capability %q is also a namespace of %q", n[:i], n)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// nextDot returns the index of the next '.' in s after i, or -1.
+func nextDot(s string, i int) int {
+	j := strings.IndexByte(s[i+1:], '.')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}

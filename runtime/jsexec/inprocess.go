@@ -1,0 +1,258 @@
+package jsexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairn-agents/cairn/runtime/jstool"
+)
+
+// inProcess is an executor whose realm lives in this process.
+type inProcess struct {
+	s      settings
+	caps   []string
+	invoke jstool.InvokeFunc
+
+	// cmu guards closed and cancelRun, so Close can interrupt a running
+	// Execute without waiting for mu.
+	cmu       sync.Mutex
+	closed    bool
+	cancelRun context.CancelCauseFunc
+
+	// mu serializes Execute and the end of Close; it guards realm and host.
+	mu    sync.Mutex
+	realm *realm
+	host  *realmHost // nil until the first Execute
+}
+
+// realmHost is the goroutine that runs a realm's scripts, one at a time.
+// It lives as long as its realm, so the stack goja grows is reused from one
+// script to the next (a goroutine per script spent most of a trivial
+// script's time growing its stack).
+type realmHost struct {
+	r    *realm
+	reqs chan runReq
+}
+
+// runReq is one script for a realmHost.
+type runReq struct {
+	ctx  context.Context
+	s    jstool.Script
+	io   runIO
+	done chan<- runOutput // buffered: the host never blocks on it
+}
+
+func startRealmHost(r *realm) *realmHost {
+	h := &realmHost{r: r, reqs: make(chan runReq)}
+	go h.serve()
+	return h
+}
+
+func (h *realmHost) serve() {
+	for req := range h.reqs {
+		req.done <- h.run(req)
+	}
+}
+
+func (h *realmHost) run(req runReq) (ro runOutput) {
+	defer func() {
+		if x := recover(); x != nil {
+			ro = runOutput{out: jstool.Outcome{Failure: &jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); the realm was reset and its globals are lost", x)}}, broken: true}
+		}
+	}()
+	ro.out, ro.err = h.r.run(req.ctx, req.s, req.io)
+	ro.broken = h.r.broken
+	return ro
+}
+
+// stop ends the host once its current script, if any, returns.
+func (h *realmHost) stop() { close(h.reqs) }
+
+// dropRealm discards the realm and its host; the next Execute makes new
+// ones.
+func (e *inProcess) dropRealm() {
+	if e.host != nil {
+		e.host.stop()
+		e.host = nil
+	}
+	e.realm = nil
+}
+
+var _ jstool.Executor = (*inProcess)(nil)
+
+func newInProcess(s settings, caps []string, invoke jstool.InvokeFunc) (*inProcess, error) {
+	r, err := newRealm(caps, s.limits, false)
+	if err != nil {
+		return nil, err
+	}
+	return &inProcess{s: s, caps: caps, invoke: invoke, realm: r}, nil
+}
+
+// runOutput is what a realm's run hands back to Execute.
+type runOutput struct {
+	out    jstool.Outcome
+	err    error
+	broken bool
+}
+
+// Execute runs s. The realm runs on a goroutine of its own (its host) so
+// that Execute can return even when the script is stuck inside a builtin that Interrupt
+// cannot reach (a catastrophic regular expression, a giant sort): after the
+// grace period the realm is abandoned to finish on its own, and the next
+// script gets a fresh one.
+func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Outcome, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			out, err = jstool.Outcome{}, fmt.Errorf("jsexec: execute: internal error: %v", x)
+		}
+	}()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ectx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	e.cmu.Lock()
+	if e.closed {
+		e.cmu.Unlock()
+		return jstool.Outcome{}, ErrClosed
+	}
+	e.cancelRun = cancel
+	e.cmu.Unlock()
+	defer func() {
+		e.cmu.Lock()
+		e.cancelRun = nil
+		e.cmu.Unlock()
+	}()
+
+	if e.realm == nil {
+		r, err := newRealm(e.caps, e.s.limits, false)
+		if err != nil {
+			return jstool.Outcome{}, err
+		}
+		e.realm = r
+	}
+	lim := e.s.limits
+	// Callbacks may not outlive the script: their context ends when Execute
+	// returns. The deadline past the script's own leaves the timeout to the
+	// script's watchdog, so that a slow callback reads as a script timeout.
+	ictx, icancel := context.WithTimeout(ectx, lim.Timeout+e.s.grace)
+	defer icancel()
+	runDone := make(chan struct{})
+	defer close(runDone)
+	results := make(chan callResult, lim.MaxPendingCallbacks)
+	io := runIO{
+		dispatch: func(seq int, capability string, args json.RawMessage) error {
+			go func() {
+				if ictx.Err() != nil {
+					return // the script ended before this call started
+				}
+				res := invokeSafely(ictx, e.invoke, s.CallID, seq, capability, args, e.s.log)
+				select {
+				case results <- res:
+				case <-runDone:
+				}
+			}()
+			return nil
+		},
+		results: results,
+	}
+
+	if e.host == nil {
+		e.host = startRealmHost(e.realm)
+	}
+	done := make(chan runOutput, 1)
+	e.host.reqs <- runReq{ctx: ectx, s: s, io: io, done: done}
+
+	hard := time.NewTimer(lim.Timeout + e.s.grace)
+	defer hard.Stop()
+	ctxDone := ectx.Done()
+	for {
+		select {
+		case ro := <-done:
+			if ro.broken {
+				e.dropRealm()
+			}
+			if ro.err == nil && ectx.Err() != nil {
+				// A callback failed because of the cancellation and the
+				// script ended before the watchdog saw it: still cancelled.
+				ro.out.Failure = cancelledOutcome(ectx).Failure
+				ro.err = fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ectx))
+			}
+			if ro.err != nil {
+				return ro.out, e.cancelled(ectx, ro.err)
+			}
+			return ro.out, nil
+		case <-ctxDone:
+			ctxDone = nil
+			hard.Reset(e.s.grace)
+		case <-hard.C:
+			// Stuck in a builtin: abandon the realm to its goroutine.
+			e.dropRealm()
+			if ectx.Err() != nil {
+				return cancelledOutcome(ectx), e.cancelled(ectx, fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ectx)))
+			}
+			return jstool.Outcome{Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s inside a builtin that cannot be interrupted; the realm was discarded and its globals are lost", lim.Timeout)}}, nil
+		}
+	}
+}
+
+// cancelled maps an interruption by Close to ErrClosed.
+func (e *inProcess) cancelled(ectx context.Context, err error) error {
+	if context.Cause(ectx) == ErrClosed {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// Close releases the realm, interrupting a running script. It is
+// idempotent and returns nil.
+func (e *inProcess) Close() (err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("jsexec: close: internal error: %v", x)
+		}
+	}()
+	e.cmu.Lock()
+	if e.closed {
+		e.cmu.Unlock()
+		return nil
+	}
+	e.closed = true
+	if e.cancelRun != nil {
+		e.cancelRun(ErrClosed)
+	}
+	e.cmu.Unlock()
+	e.mu.Lock()
+	e.dropRealm()
+	e.mu.Unlock()
+	return nil
+}
+
+// cancelledOutcome is the outcome of a script ctx ended.
+func cancelledOutcome(ctx context.Context) jstool.Outcome {
+	return jstool.Outcome{Failure: &jstool.Failure{Kind: "cancelled", Message: "the script was cancelled: " + context.Cause(ctx).Error()}}
+}
+
+// invokeSafely calls the invoker, turning a panic into a rejection. The
+// panic value goes to the log, not to JavaScript: it bypassed the invoker's
+// redaction.
+func invokeSafely(ctx context.Context, invoke jstool.InvokeFunc, callID string, seq int, capability string, args json.RawMessage, log *slog.Logger) (res callResult) {
+	defer func() {
+		if x := recover(); x != nil {
+			log.Error("jsexec: capability panicked", "capability", capability, "seq", seq, "script_call_id", callID, "panic", fmt.Sprint(x))
+			res = callResult{seq: seq, failed: true, err: fmt.Sprintf("caps.%s: internal error in the host", capability)}
+		}
+	}()
+	v, err := invoke(ctx, callID, seq, capability, args)
+	if err != nil {
+		return callResult{seq: seq, failed: true, err: err.Error()}
+	}
+	js := v.JSON
+	if len(js) == 0 {
+		js = json.RawMessage("null")
+	}
+	return callResult{seq: seq, value: js, attachments: v.Attachments}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package jsexec
+
+// raceEnabled: the race detector slows goja about tenfold.
+const raceEnabled = false

@@ -1,0 +1,592 @@
+package jsexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dop251/goja"
+
+	"github.com/cairn-agents/cairn/runtime/jstool"
+	"github.com/cairn-agents/cairn/runtime/model"
+)
+
+// scriptName is the source name in stack traces. The script's first line is
+// line 1; its columns on that line are shifted by len(wrapPrefix).
+const scriptName = "run_js"
+
+const (
+	wrapPrefix = "(async function () {"
+	wrapSuffix = "\n})"
+)
+
+// maxMessageBytes bounds a failure message built from a thrown value.
+const maxMessageBytes = 8 << 10
+
+// helperSource runs once per realm before any script, so the builtins it
+// captures are the originals whatever a script later does to the globals.
+// describe renders any value as text for console lines and failure
+// messages; its catch never swallows an interrupt (goja's are uncatchable).
+const helperSource = `(function () {
+	"use strict";
+	var stringify = JSON.stringify, toStr = String;
+	return {
+		stringify: stringify,
+		parse: JSON.parse,
+		freeze: Object.freeze,
+		Error: Error,
+		describe: function (v) {
+			try {
+				switch (typeof v) {
+				case "string": return v;
+				case "function": return "[Function]";
+				case "bigint": return toStr(v) + "n";
+				case "object":
+					if (v === null) return "null";
+					var st = v.stack;
+					if (typeof st === "string" && st !== "") return st;
+					var s = stringify(v);
+					if (typeof s === "string") return s;
+					return toStr(v);
+				default: return toStr(v);
+				}
+			} catch (e) {
+				return "[unprintable " + typeof v + "]";
+			}
+		}
+	};
+})()`
+
+// callResult is one capability callback's outcome on its way back to the VM.
+type callResult struct {
+	seq         int
+	value       json.RawMessage
+	attachments []model.Attachment
+	failed      bool
+	err         string
+}
+
+// runIO connects one script to whoever performs its callbacks: a goroutine
+// per call in process, the parent process in a worker.
+type runIO struct {
+	// dispatch starts callback seq. It is called on the VM goroutine and
+	// must not block long; its error rejects the call's promise.
+	dispatch func(seq int, capability string, args json.RawMessage) error
+	// results brings callback results back. Its capacity is at least
+	// MaxPendingCallbacks, so a sender of a valid result never blocks.
+	results <-chan callResult
+}
+
+// realm is one goja runtime with its bindings. It is not goroutine-safe:
+// one script at a time, and every method runs on the goroutine running the
+// script ("the VM goroutine"); only the watchdog calls vm.Interrupt from
+// elsewhere.
+type realm struct {
+	vm  *goja.Runtime
+	lim Limits
+	// absoluteHeap says MemoryBytes bounds the whole heap (a worker owns its
+	// process) rather than its growth during a script (in process).
+	absoluteHeap bool
+
+	stringify goja.Callable
+	parse     goja.Callable
+	describeF goja.Callable
+	freeze    goja.Callable
+	errorCtor goja.Constructor
+
+	cur *scriptRun
+	// broken is set after a Go panic escaped goja mid-script: the VM's
+	// internal state is unknown, so its owner must replace the realm.
+	broken bool
+}
+
+// pendingCall holds the resolving functions of one callback's promise.
+type pendingCall struct {
+	resolve, reject func(any) error
+}
+
+// scriptRun is the state of the script running in a realm.
+type scriptRun struct {
+	io         runIO
+	w          *watchdog
+	seq        int
+	pending    map[int]pendingCall
+	rejections map[*goja.Promise]goja.Value
+
+	logs         []jstool.LogLine
+	logBytes     int
+	dropped      int
+	consoleBytes int
+	attachments  []model.Attachment
+}
+
+// newRealm builds a realm binding caps (validated, sorted names).
+func newRealm(caps []string, lim Limits, absoluteHeap bool) (*realm, error) {
+	vm := goja.New()
+	vm.SetMaxCallStackSize(lim.MaxCallStackSize)
+	r := &realm{vm: vm, lim: lim, absoluteHeap: absoluteHeap}
+
+	hv, err := vm.RunString(helperSource)
+	if err != nil {
+		return nil, fmt.Errorf("jsexec: realm helpers: %w", err)
+	}
+	h := hv.ToObject(vm)
+	fn := func(name string) (goja.Callable, error) {
+		f, ok := goja.AssertFunction(h.Get(name))
+		if !ok {
+			return nil, fmt.Errorf("jsexec: realm helper %s is not a function", name)
+		}
+		return f, nil
+	}
+	if r.stringify, err = fn("stringify"); err != nil {
+		return nil, err
+	}
+	if r.parse, err = fn("parse"); err != nil {
+		return nil, err
+	}
+	if r.describeF, err = fn("describe"); err != nil {
+		return nil, err
+	}
+	if r.freeze, err = fn("freeze"); err != nil {
+		return nil, err
+	}
+	ctor, ok := goja.AssertConstructor(h.Get("Error"))
+	if !ok {
+		return nil, errors.New("jsexec: realm helper Error is not a constructor")
+	}
+	r.errorCtor = ctor
+
+	console := vm.NewObject()
+	for _, level := range []string{"log", "info", "warn", "error"} {
+		if err := console.Set(level, r.consoleFunc(level)); err != nil {
+			return nil, fmt.Errorf("jsexec: bind console.%s: %w", level, err)
+		}
+	}
+	if err := vm.Set("console", console); err != nil {
+		return nil, fmt.Errorf("jsexec: bind console: %w", err)
+	}
+	if err := r.bindCaps(caps); err != nil {
+		return nil, err
+	}
+	vm.SetPromiseRejectionTracker(r.trackRejection)
+	return r, nil
+}
+
+// bindCaps defines the frozen caps tree: null-prototype namespaces, so that
+// polluting Object.prototype shows nothing through caps, and non-writable,
+// non-configurable properties all the way down.
+func (r *realm) bindCaps(caps []string) error {
+	vm := r.vm
+	root := vm.CreateObject(nil)
+	objs := []*goja.Object{root}
+	for _, name := range caps {
+		segs := strings.Split(name, ".")
+		obj := root
+		for _, seg := range segs[:len(segs)-1] {
+			if v := obj.Get(seg); v != nil {
+				child, ok := v.(*goja.Object)
+				if !ok {
+					return fmt.Errorf("jsexec: capability %q: %q is not a namespace", name, seg)
+				}
+				obj = child
+				continue
+			}
+			child := vm.CreateObject(nil)
+			if err := obj.DefineDataProperty(seg, child, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+				return fmt.Errorf("jsexec: bind capability %q: %w", name, err)
+			}
+			objs = append(objs, child)
+			obj = child
+		}
+		f := vm.ToValue(r.capFunc(name)).(*goja.Object)
+		if err := f.DefineDataProperty("name", vm.ToValue("caps."+name), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+			return fmt.Errorf("jsexec: bind capability %q: %w", name, err)
+		}
+		if err := obj.DefineDataProperty(segs[len(segs)-1], f, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+			return fmt.Errorf("jsexec: bind capability %q: %w", name, err)
+		}
+		objs = append(objs, f)
+	}
+	for _, o := range objs {
+		if _, err := r.freeze(goja.Undefined(), o); err != nil {
+			return fmt.Errorf("jsexec: freeze caps: %w", err)
+		}
+	}
+	if err := vm.GlobalObject().DefineDataProperty("caps", root, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+		return fmt.Errorf("jsexec: bind caps: %w", err)
+	}
+	return nil
+}
+
+// run executes one script to completion: its promise settled and no
+// callback pending, or a failure. The error is non-nil only when ctx ended
+// the script (it wraps ctx's cause); the Outcome then carries a
+// "cancelled" failure and what the script logged.
+func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.Outcome, err error) {
+	if len(s.Code) > r.lim.MaxSourceBytes {
+		return limitOutcome(fmt.Sprintf("the script is %d bytes; the limit is %d bytes", len(s.Code), r.lim.MaxSourceBytes)), nil
+	}
+	if ctx.Err() != nil {
+		return cancelledOutcome(ctx), fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ctx))
+	}
+	sr := &scriptRun{
+		io:         io,
+		pending:    map[int]pendingCall{},
+		rejections: map[*goja.Promise]goja.Value{},
+	}
+	sr.w = startWatchdog(ctx, r.vm, r.lim, r.absoluteHeap)
+	r.cur = sr
+	defer func() {
+		if x := recover(); x != nil {
+			r.broken = true
+			out = sr.outcome(&jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); the realm was reset and its globals are lost", x)})
+			err = nil
+		}
+		sr.w.stop()
+		r.vm.ClearInterrupt()
+		r.cur = nil
+	}()
+
+	prg, cerr := goja.Compile(scriptName, wrapPrefix+s.Code+wrapSuffix, false)
+	if cerr != nil {
+		return sr.outcome(&jstool.Failure{Kind: "exception", Message: truncate(fixPositions(cerr.Error()), maxMessageBytes)}), nil
+	}
+	fv, rerr := r.vm.RunProgram(prg)
+	if rerr != nil {
+		return r.fail(ctx, sr, rerr)
+	}
+	fn, ok := goja.AssertFunction(fv)
+	if !ok {
+		return sr.outcome(&jstool.Failure{Kind: "exception", Message: "the script is not the body of a function"}), nil
+	}
+	pv, cerr := fn(goja.Undefined())
+	if cerr != nil {
+		return r.fail(ctx, sr, cerr)
+	}
+	var main *goja.Promise
+	if o, ok := pv.(*goja.Object); ok {
+		main, _ = o.Export().(*goja.Promise)
+	}
+
+	for {
+		if st := sr.w.reason(); st != nil {
+			return r.stopped(ctx, sr, st)
+		}
+		settled := main == nil || main.State() != goja.PromiseStatePending
+		if settled && len(sr.pending) == 0 {
+			break
+		}
+		if len(sr.pending) == 0 {
+			// Jobs drain inside every VM entry and there are no timers:
+			// with no callback in flight nothing can settle the promise.
+			return sr.outcome(&jstool.Failure{Kind: "exception", Message: "the script awaits a promise that can never settle (no capability call is pending)"}), nil
+		}
+		select {
+		case res := <-io.results:
+			if e := r.deliver(sr, res); e != nil {
+				return r.fail(ctx, sr, e)
+			}
+		case <-sr.w.fired:
+		}
+	}
+
+	if main != nil {
+		delete(sr.rejections, main)
+		if main.State() == goja.PromiseStateRejected {
+			msg, e := r.describe(main.Result())
+			if e != nil {
+				return r.fail(ctx, sr, e)
+			}
+			return sr.outcome(&jstool.Failure{Kind: "exception", Message: "Uncaught " + msg}), nil
+		}
+		pv = main.Result()
+	}
+	for _, reason := range sr.rejections {
+		msg, e := r.describe(reason)
+		if e != nil {
+			return r.fail(ctx, sr, e)
+		}
+		return sr.outcome(&jstool.Failure{Kind: "exception", Message: "unhandled promise rejection: " + msg}), nil
+	}
+	js, e := r.stringify(goja.Undefined(), pv)
+	if e != nil {
+		var ex *goja.Exception
+		if errors.As(e, &ex) {
+			msg, e2 := r.describe(ex.Value())
+			if e2 != nil {
+				return r.fail(ctx, sr, e2)
+			}
+			return sr.outcome(&jstool.Failure{Kind: "exception", Message: "the returned value cannot be serialized as JSON: " + msg}), nil
+		}
+		return r.fail(ctx, sr, e)
+	}
+	out = sr.outcome(nil)
+	if goja.IsUndefined(js) {
+		out.Value = json.RawMessage("null")
+		return out, nil
+	}
+	text := js.String()
+	if len(text) > r.lim.MaxResultBytes {
+		out.Failure = &jstool.Failure{Kind: "limit", Message: fmt.Sprintf("the returned value is %d bytes of JSON; the limit is %d bytes", len(text), r.lim.MaxResultBytes)}
+		return out, nil
+	}
+	if !json.Valid([]byte(text)) {
+		out.Failure = &jstool.Failure{Kind: "exception", Message: "the returned value did not serialize to valid JSON"}
+		return out, nil
+	}
+	out.Value = json.RawMessage(text)
+	return out, nil
+}
+
+// deliver settles one callback's promise; goja runs the continuations it
+// enables before returning. Its error is uncatchable (an interrupt or a
+// stack overflow).
+func (r *realm) deliver(sr *scriptRun, res callResult) error {
+	pc, ok := sr.pending[res.seq]
+	if !ok {
+		return nil
+	}
+	delete(sr.pending, res.seq)
+	if res.failed {
+		return pc.reject(r.newError(res.err))
+	}
+	v, err := r.parse(goja.Undefined(), r.vm.ToValue(string(res.value)))
+	if err != nil {
+		var ex *goja.Exception
+		if !errors.As(err, &ex) {
+			return err
+		}
+		return pc.reject(r.newError(fmt.Sprintf("the result is not valid JSON: %s", truncate(ex.Error(), 200))))
+	}
+	sr.attachments = append(sr.attachments, res.attachments...)
+	return pc.resolve(v)
+}
+
+// newError builds an Error with the original constructor.
+func (r *realm) newError(msg string) goja.Value {
+	o, err := r.errorCtor(nil, r.vm.ToValue(msg))
+	if err != nil {
+		return r.vm.ToValue(msg)
+	}
+	return o
+}
+
+// describe renders v as text under the watchdog. Its error is uncatchable.
+func (r *realm) describe(v goja.Value) (string, error) {
+	if v == nil {
+		v = goja.Undefined()
+	}
+	s, err := r.describeF(goja.Undefined(), v)
+	if err != nil {
+		return "", err
+	}
+	return truncate(fixPositions(strings.TrimSpace(s.String())), maxMessageBytes), nil
+}
+
+// firstLinePos matches a position on the script's first line in a stack
+// trace ("run_js:1:27") or a syntax error ("Line 1:33").
+var firstLinePos = regexp.MustCompile(`(run_js:1:|Line 1:)(\d+)`)
+
+// fixPositions removes the wrapper's width from columns on line 1, so that
+// positions point into the code as the model wrote it.
+func fixPositions(s string) string {
+	return firstLinePos.ReplaceAllStringFunc(s, func(m string) string {
+		sub := firstLinePos.FindStringSubmatch(m)
+		col, err := strconv.Atoi(sub[2])
+		if err != nil || col <= len(wrapPrefix) {
+			return m
+		}
+		return sub[1] + strconv.Itoa(col-len(wrapPrefix))
+	})
+}
+
+// fail turns an error out of the VM into the outcome.
+func (r *realm) fail(ctx context.Context, sr *scriptRun, err error) (jstool.Outcome, error) {
+	var (
+		intr *goja.InterruptedError
+		so   *goja.StackOverflowError
+		ex   *goja.Exception
+	)
+	switch {
+	case errors.As(err, &intr):
+		if st := sr.w.reason(); st != nil {
+			return r.stopped(ctx, sr, st)
+		}
+		return sr.outcome(&jstool.Failure{Kind: "exception", Message: "the script was interrupted"}), nil
+	case errors.As(err, &so):
+		return sr.outcome(&jstool.Failure{Kind: "limit", Message: fmt.Sprintf("the call stack exceeded %d frames", r.lim.MaxCallStackSize)}), nil
+	case errors.As(err, &ex):
+		msg, e := r.describe(ex.Value())
+		if e != nil {
+			return r.fail(ctx, sr, e)
+		}
+		return sr.outcome(&jstool.Failure{Kind: "exception", Message: "Uncaught " + msg}), nil
+	default:
+		return sr.outcome(&jstool.Failure{Kind: "exception", Message: truncate(err.Error(), maxMessageBytes)}), nil
+	}
+}
+
+// stopped is the outcome of a script the watchdog or a limit stopped.
+func (r *realm) stopped(ctx context.Context, sr *scriptRun, st *stop) (jstool.Outcome, error) {
+	out := sr.outcome(&jstool.Failure{Kind: st.kind, Message: st.msg})
+	if st.kind == "cancelled" {
+		return out, fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ctx))
+	}
+	return out, nil
+}
+
+// outcome collects what the script produced so far.
+func (sr *scriptRun) outcome(f *jstool.Failure) jstool.Outcome {
+	return jstool.Outcome{Logs: sr.logs, LogsDropped: sr.dropped, Attachments: sr.attachments, Failure: f}
+}
+
+// trackRejection records promises rejected with no handler.
+func (r *realm) trackRejection(p *goja.Promise, op goja.PromiseRejectionOperation) {
+	sr := r.cur
+	if sr == nil {
+		return
+	}
+	switch op {
+	case goja.PromiseRejectionReject:
+		sr.rejections[p] = p.Result()
+	case goja.PromiseRejectionHandle:
+		delete(sr.rejections, p)
+	}
+}
+
+// capFunc is the binding of one capability: an async function of one
+// argument.
+func (r *realm) capFunc(name string) func(goja.FunctionCall) goja.Value {
+	return func(call goja.FunctionCall) goja.Value {
+		sr := r.cur
+		if sr == nil {
+			panic(r.vm.NewTypeError("caps.%s called outside a script", name))
+		}
+		if sr.seq >= r.lim.MaxCallbacks {
+			sr.w.fire(stop{kind: "limit", msg: fmt.Sprintf("the script made more than %d capability calls", r.lim.MaxCallbacks)})
+			return goja.Undefined()
+		}
+		if len(sr.pending) >= r.lim.MaxPendingCallbacks {
+			sr.w.fire(stop{kind: "limit", msg: fmt.Sprintf("the script had more than %d capability calls pending at once", r.lim.MaxPendingCallbacks)})
+			return goja.Undefined()
+		}
+		p, resolve, reject := r.vm.NewPromise()
+		args, bad, err := r.encodeArg(name, call.Argument(0))
+		if err != nil {
+			panic(err) // uncatchable: let it unwind the script
+		}
+		if bad != nil {
+			if err := reject(bad); err != nil {
+				panic(err)
+			}
+			return r.vm.ToValue(p)
+		}
+		sr.seq++
+		seq := sr.seq
+		sr.pending[seq] = pendingCall{resolve: resolve, reject: reject}
+		if derr := sr.io.dispatch(seq, name, args); derr != nil {
+			delete(sr.pending, seq)
+			if err := reject(r.newError(fmt.Sprintf("caps.%s: %v", name, derr))); err != nil {
+				panic(err)
+			}
+		}
+		return r.vm.ToValue(p)
+	}
+}
+
+// encodeArg serializes a callback argument. bad is the rejection reason of
+// an argument that cannot be sent; err is uncatchable.
+func (r *realm) encodeArg(name string, arg goja.Value) (args json.RawMessage, bad goja.Value, err error) {
+	if goja.IsUndefined(arg) {
+		return json.RawMessage("{}"), nil, nil
+	}
+	js, err := r.stringify(goja.Undefined(), arg)
+	if err != nil {
+		var ex *goja.Exception
+		if !errors.As(err, &ex) {
+			return nil, nil, err
+		}
+		return nil, ex.Value(), nil
+	}
+	if goja.IsUndefined(js) {
+		return nil, r.newError(fmt.Sprintf("caps.%s: the argument cannot be serialized as JSON", name)), nil
+	}
+	text := js.String()
+	if len(text) > r.lim.MaxResultBytes {
+		return nil, r.newError(fmt.Sprintf("caps.%s: the argument is %d bytes of JSON; the limit is %d bytes", name, len(text), r.lim.MaxResultBytes)), nil
+	}
+	return json.RawMessage(text), nil, nil
+}
+
+// consoleFunc is console[level].
+func (r *realm) consoleFunc(level string) func(goja.FunctionCall) goja.Value {
+	return func(call goja.FunctionCall) goja.Value {
+		sr := r.cur
+		if sr == nil {
+			return goja.Undefined()
+		}
+		var b strings.Builder
+		room := r.lim.MaxLogBytes + 1
+		for i, a := range call.Arguments {
+			s, err := r.describeF(goja.Undefined(), a)
+			if err != nil {
+				panic(err) // only uncatchable errors escape describe
+			}
+			piece := s.String()
+			sr.consoleBytes += len(piece) + 1
+			if sr.consoleBytes > r.lim.MaxConsoleBytes {
+				sr.w.fire(stop{kind: "limit", msg: fmt.Sprintf("the script wrote more than %d bytes to the console", r.lim.MaxConsoleBytes)})
+				return goja.Undefined()
+			}
+			if b.Len() < room {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				b.WriteString(truncate(piece, room-b.Len()))
+			}
+		}
+		sr.addLog(level, b.String(), r.lim)
+		return goja.Undefined()
+	}
+}
+
+// addLog keeps a console line within the count and byte bounds.
+func (sr *scriptRun) addLog(level, text string, lim Limits) {
+	if len(sr.logs) >= lim.MaxLogLines || sr.logBytes >= lim.MaxLogBytes {
+		sr.dropped++
+		return
+	}
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	if room := lim.MaxLogBytes - sr.logBytes; len(text) > room {
+		cut := truncate(text, room)
+		text = fmt.Sprintf("%s... [%d bytes truncated]", cut, len(text)-len(cut))
+		sr.logBytes = lim.MaxLogBytes
+	} else {
+		sr.logBytes += len(text)
+	}
+	sr.logs = append(sr.logs, jstool.LogLine{Level: level, Text: text})
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// limitOutcome is a script refused before it ran.
+func limitOutcome(msg string) jstool.Outcome {
+	return jstool.Outcome{Failure: &jstool.Failure{Kind: "limit", Message: msg}}
+}
