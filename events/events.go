@@ -263,9 +263,20 @@ func RunAll(sessionID, runID string) string {
 	return Prefix + ".sess." + sessionID + ".run." + runID + ".>"
 }
 
-// RunCheckpoints is the subject of a run's checkpoint commits.
+// CheckpointSubject is the subject of one checkpoint commit of a run. The
+// completed commit (the one with the Reply) goes to its own subject, so a
+// consumer of completions sees exactly them, atomically with the commit.
+func CheckpointSubject(sessionID, runID string, completed bool) string {
+	kind := "step"
+	if completed {
+		kind = "done"
+	}
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".c." + kind
+}
+
+// RunCheckpoints matches a run's checkpoint commits.
 func RunCheckpoints(sessionID, runID string) string {
-	return Prefix + ".sess." + sessionID + ".run." + runID + ".ckpt"
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".c.*"
 }
 
 // RunLease is the subject of a run's lease events.
@@ -275,7 +286,7 @@ func RunLease(sessionID, runID string) string {
 
 // SessionCheckpoints matches the checkpoint commits of every run of a session.
 func SessionCheckpoints(sessionID string) string {
-	return Prefix + ".sess." + sessionID + ".run.*.ckpt"
+	return Prefix + ".sess." + sessionID + ".run.*.c.*"
 }
 
 // SessionLeases matches the lease events of every run of a session.
@@ -285,4 +296,7 @@ func SessionLeases(sessionID string) string { return Prefix + ".sess." + session
 func SessionCompactions(sessionID string) string { return Prefix + ".sess." + sessionID + ".compact" }
 
 // AllCheckpoints matches every checkpoint commit of every run.
-const AllCheckpoints = Prefix + ".sess.*.run.*.ckpt"
+const AllCheckpoints = Prefix + ".sess.*.run.*.c.*"
+
+// AllCompletions matches every completed commit of every run.
+const AllCompletions = Prefix + ".sess.*.run.*.c.done"

@@ -64,7 +64,7 @@ func TestRecordedLogsDecode(t *testing.T) {
 						}
 						seen[m.ID] = true
 					}
-					if line.Subject != events.RunCheckpoints(e.SessionID, e.RunID) {
+					if line.Subject != events.CheckpointSubject(e.SessionID, e.RunID, p.Checkpoint.Reply != nil) {
 						t.Fatalf("checkpoint on subject %s", line.Subject)
 					}
 				}
@@ -124,7 +124,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestSubjectsAndIDs(t *testing.T) {
-	if got := events.RunCheckpoints("s", "r"); got != "cairn.sess.s.run.r.ckpt" {
+	if got := events.CheckpointSubject("s", "r", true); got != "cairn.sess.s.run.r.c.done" {
 		t.Fatal(got)
 	}
 	if !strings.HasSuffix(events.SessionAll("s"), ".>") {

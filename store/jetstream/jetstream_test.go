@@ -131,7 +131,7 @@ func TestLostAcknowledgement(t *testing.T) {
 		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
 			ack, err := next(ctx, msg, opts...)
 			lost := false
-			once.Do(func() { lost = strings.Contains(msg.Subject, ".ckpt") })
+			once.Do(func() { lost = strings.Contains(msg.Subject, ".c.") })
 			if lost && err == nil {
 				return nil, nats.ErrTimeout // stored, reply lost
 			}

@@ -13,7 +13,8 @@
 // else in between makes the write fail, and nothing is stored.
 //
 //	cairn.sess.<s>.run.<r>.lease   LeaseAcquired: a new owner and epoch of run r
-//	cairn.sess.<s>.run.<r>.ckpt    CheckpointCommitted: one revision with its Append
+//	cairn.sess.<s>.run.<r>.c.step  CheckpointCommitted: one revision with its Append
+//	cairn.sess.<s>.run.<r>.c.done  CheckpointCommitted: the completed revision
 //	cairn.sess.<s>.compact         WindowCompacted: the session's new window
 //
 // A commit is one message, the checkpoint and the transcript messages it
@@ -502,7 +503,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayload(b))
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
-	seq, err := h.publish(ctx, events.RunCheckpoints(h.session, h.run), ev, id)
+	seq, err := h.publish(ctx, events.CheckpointSubject(h.session, h.run, cp.Reply != nil), ev, id)
 	if err != nil {
 		return fmt.Errorf("jetstream: save run %s rev %d: %w", h.run, cp.Revision, err)
 	}
