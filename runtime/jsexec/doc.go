@@ -98,11 +98,11 @@
 // holds for a script stuck in a builtin that Interrupt cannot reach (a
 // backtracking regular expression, serializing a 200,000-deep nested array):
 // past the deadline the worker is killed. Workers are always reaped, die with
-// the parent (PDEATHSIG), and cost ~7 ms to start and ~0.2 ms per trivial
-// script.
+// the parent (PDEATHSIG). A worker costs ~6 ms to start, ~80 us per
+// trivial script and ~110 us per callback round trip (bench_test.go).
 //
-// ModeInProcess runs the realm in the calling process: ~15x cheaper per
-// script, but its memory watchdog bounds the growth of the whole process's
+// ModeInProcess runs the realm in the calling process: ~20 us per trivial
+// script and ~12 us per callback, but its memory watchdog bounds the growth of the whole process's
 // heap and cannot stop a single huge allocation, and a script stuck in a
 // builtin keeps a goroutine busy after Execute has returned (the realm is
 // abandoned to it). Use it for trusted scripts, tests and benchmarks.

@@ -57,10 +57,19 @@ func (f *Factory) Mode() Mode { return f.s.mode }
 func (f *Factory) Limits() Limits { return f.s.limits }
 
 // NewExecutor returns an executor bound to cfg.Capabilities that calls
-// cfg.Invoke for every callback. It is cheap: an in-process realm is a few
-// microseconds, a worker starts on the first Execute. It fails when cfg has
-// no Invoke or a capability name is empty, has an empty dotted segment, is
-// repeated, or is both a function and a namespace ("kv" and "kv.get").
+// cfg.Invoke for every callback. It is cheap: an in-process realm takes
+// ~60 us, a worker starts on the first Execute. It fails when ctx has ended,
+// cfg has no Invoke, or a capability name is empty, has an empty dotted
+// segment, is repeated, or is both a function and a namespace ("kv" and
+// "kv.get").
+//
+// The executor's Execute returns a Go error only when the script was
+// interrupted from outside or the executor cannot run it: ErrClosed after
+// (or during) Close, an error wrapping ctx's cause when ctx ended the script
+// (the Outcome then has a "cancelled" failure and what was logged), and
+// ErrWorker when a worker cannot start or breaks the protocol. A script
+// that throws, times out, trips a limit or kills its worker is an Outcome
+// with Failure set and a nil error. Close is idempotent and returns nil.
 func (f *Factory) NewExecutor(ctx context.Context, cfg jstool.Config) (ex jstool.Executor, err error) {
 	defer func() {
 		if x := recover(); x != nil {

@@ -32,10 +32,10 @@ func FuzzInProcess(f *testing.F) {
 		f.Fatal(err)
 	}
 	fac.s.grace = 200 * time.Millisecond
-	fk := newFake()
-	fk.barrier = 2
 	kinds := map[string]bool{"exception": true, "timeout": true, "limit": true}
 	f.Fuzz(func(t *testing.T, code string) {
+		fk := newFake()
+		fk.barrier = 2
 		ex, err := fac.NewExecutor(context.Background(), jstool.Config{Capabilities: fk.infos(), Invoke: fk.invoke})
 		if err != nil {
 			t.Fatal(err)

@@ -105,6 +105,12 @@ type realm struct {
 	broken bool
 }
 
+// rejection is a promise rejected with no handler (yet).
+type rejection struct {
+	reason goja.Value
+	order  int
+}
+
 // pendingCall holds the resolving functions of one callback's promise.
 type pendingCall struct {
 	resolve, reject func(any) error
@@ -116,7 +122,8 @@ type scriptRun struct {
 	w          *watchdog
 	seq        int
 	pending    map[int]pendingCall
-	rejections map[*goja.Promise]goja.Value
+	rejections map[*goja.Promise]rejection
+	rejected   int // rejections tracked so far, to order them
 
 	logs         []jstool.LogLine
 	logBytes     int
@@ -237,7 +244,7 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 	sr := &scriptRun{
 		io:         io,
 		pending:    map[int]pendingCall{},
-		rejections: map[*goja.Promise]goja.Value{},
+		rejections: map[*goja.Promise]rejection{},
 	}
 	sr.w = startWatchdog(ctx, r.vm, r.lim, r.absoluteHeap)
 	r.cur = sr
@@ -306,10 +313,19 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 		}
 		pv = main.Result()
 	}
-	for _, reason := range sr.rejections {
-		msg, e := r.describe(reason)
+	if len(sr.rejections) > 0 {
+		var first *goja.Promise
+		for p, rj := range sr.rejections {
+			if first == nil || rj.order < sr.rejections[first].order {
+				first = p
+			}
+		}
+		msg, e := r.describe(sr.rejections[first].reason)
 		if e != nil {
 			return r.fail(ctx, sr, e)
+		}
+		if n := len(sr.rejections) - 1; n > 0 {
+			msg += fmt.Sprintf(" (and %d more)", n)
 		}
 		return sr.outcome(&jstool.Failure{Kind: "exception", Message: "unhandled promise rejection: " + msg}), nil
 	}
@@ -453,7 +469,8 @@ func (r *realm) trackRejection(p *goja.Promise, op goja.PromiseRejectionOperatio
 	}
 	switch op {
 	case goja.PromiseRejectionReject:
-		sr.rejections[p] = p.Result()
+		sr.rejected++
+		sr.rejections[p] = rejection{reason: p.Result(), order: sr.rejected}
 	case goja.PromiseRejectionHandle:
 		delete(sr.rejections, p)
 	}

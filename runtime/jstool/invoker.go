@@ -38,8 +38,22 @@ type Capability struct {
 	Schema *schema.Schema
 }
 
-// ErrUnknownCapability is returned for a callback to a name not bound.
-var ErrUnknownCapability = errors.New("jstool: unknown capability")
+// Errors of a callback. The error Invoke returns carries only redacted text
+// (it reaches JavaScript, and from there the model) and matches one of
+// these, or schema.ErrInvalid for arguments that failed validation.
+var (
+	ErrUnknownCapability = errors.New("jstool: unknown capability")
+	ErrBackend           = errors.New("jstool: capability failed")
+)
+
+// callbackError is a callback failure with redacted text.
+type callbackError struct {
+	msg  string
+	kind error
+}
+
+func (e *callbackError) Error() string { return e.msg }
+func (e *callbackError) Unwrap() error { return e.kind }
 
 // Invoker is the canonical invoker: it validates a callback's arguments
 // against the capability's schema, asks the Backend, redacts the result
@@ -70,20 +84,37 @@ func NewInvoker(caps []Capability, backend Backend, redactor Redactor, now func(
 func (iv *Invoker) Invoke(ctx context.Context, scriptCallID string, seq int, capability string, args json.RawMessage) (Value, error) {
 	start := iv.now()
 	rec := Callback{ScriptCallID: scriptCallID, Seq: seq, Capability: capability, ArgsDigest: digest(args)}
-	val, err := iv.invoke(ctx, scriptCallID, seq, capability, args)
+	val, err := iv.guarded(ctx, scriptCallID, seq, capability, args)
 	rec.Duration = iv.now().Sub(start)
-	switch {
-	case err == nil:
+	if err != nil {
+		kind := ErrBackend
+		rec.Outcome = "error"
+		switch {
+		case errors.Is(err, ErrUnknownCapability):
+			kind, rec.Outcome = ErrUnknownCapability, "rejected"
+		case errors.Is(err, schema.ErrInvalid):
+			kind, rec.Outcome = schema.ErrInvalid, "rejected"
+		}
+		rec.Error = iv.redactor.Redact(err.Error())
+		err = &callbackError{msg: rec.Error, kind: kind}
+	} else {
 		rec.Outcome = "ok"
-	case errors.Is(err, ErrUnknownCapability), errors.Is(err, schema.ErrInvalid):
-		rec.Outcome, rec.Error = "rejected", iv.redactor.Redact(err.Error())
-	default:
-		rec.Outcome, rec.Error = "error", iv.redactor.Redact(err.Error())
 	}
 	iv.mu.Lock()
 	iv.records[scriptCallID] = append(iv.records[scriptCallID], rec)
 	iv.mu.Unlock()
 	return val, err
+}
+
+// guarded turns a panicking backend into an error, so the callback still
+// has its attribution record.
+func (iv *Invoker) guarded(ctx context.Context, scriptCallID string, seq int, capability string, args json.RawMessage) (v Value, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = Value{}, fmt.Errorf("caps.%s: internal error in the host", capability)
+		}
+	}()
+	return iv.invoke(ctx, scriptCallID, seq, capability, args)
 }
 
 func (iv *Invoker) invoke(ctx context.Context, scriptCallID string, seq int, capability string, args json.RawMessage) (Value, error) {

@@ -26,7 +26,11 @@ type replacer struct{ secret, with string }
 
 func (r replacer) Redact(s string) string { return strings.ReplaceAll(s, r.secret, r.with) }
 
-func invoker(t *testing.T, b *backend, red jstool.Redactor) *jstool.Invoker {
+type panicky struct{}
+
+func (panicky) Invoke(context.Context, jstool.Invocation) (jstool.Value, error) { panic("backend bug") }
+
+func invoker(t *testing.T, b jstool.Backend, red jstool.Redactor) *jstool.Invoker {
 	t.Helper()
 	s, err := schema.Compile([]byte(`{"type":"object","required":["key"],"properties":{"key":{"type":"string"}},"additionalProperties":false}`))
 	if err != nil {
@@ -65,6 +69,20 @@ func TestC41_CanonicalInvoker(t *testing.T) {
 		v, err := invoker(t, b, replacer{`"tok-123"`, `[REDACTED`}).Invoke(context.Background(), "c1", 1, "kv.get", json.RawMessage(`{"key":"a"}`))
 		if err != nil || strings.Contains(string(v.JSON), "tok-123") || !json.Valid(v.JSON) {
 			t.Fatalf("= %s, %v", v.JSON, err)
+		}
+	})
+	t.Run("errors reaching JavaScript are redacted", func(t *testing.T) {
+		b := &backend{value: `1`, err: errors.New("auth failed for tok-123")}
+		_, err := invoker(t, b, replacer{"tok-123", "[REDACTED]"}).Invoke(context.Background(), "c1", 1, "kv.get", json.RawMessage(`{"key":"a"}`))
+		if err == nil || strings.Contains(err.Error(), "tok-123") || !errors.Is(err, jstool.ErrBackend) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("a panicking backend is an error with attribution", func(t *testing.T) {
+		iv := invoker(t, panicky{}, replacer{})
+		_, err := iv.Invoke(context.Background(), "c1", 1, "kv.get", json.RawMessage(`{"key":"a"}`))
+		if !errors.Is(err, jstool.ErrBackend) || len(iv.Take("c1")) != 1 {
+			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("attribution", func(t *testing.T) {
