@@ -36,15 +36,43 @@ const (
 	LeaseAcquired Type = "cairn.lease.acquired"
 	// WindowCompacted carries a session's new context window.
 	WindowCompacted Type = "cairn.window.compacted"
-	// ChildSpawned, ChildCompleted, WaitRegistered and CallCancelled are the
-	// actors' events between parents and children.
+	// RunCreated is the first event of a run: what it is and who started it.
+	RunCreated Type = "cairn.run.created"
+	// RunEnded ends a run that did not complete: cancelled or failed.
+	RunEnded Type = "cairn.run.ended"
+	// ChildSpawned, ChildCompleted, WaitRegistered and CallCancelled are
+	// reserved for actor events between parents and children.
 	ChildSpawned   Type = "cairn.child.spawned"
 	ChildCompleted Type = "cairn.child.completed"
 	WaitRegistered Type = "cairn.wait.registered"
 	CallCancelled  Type = "cairn.call.cancelled"
 )
 
-var known = map[Type]bool{CheckpointCommitted: true, LeaseAcquired: true, WindowCompacted: true,
+// Run is the payload of RunCreated.
+type Run struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+	// Agent is the definition slug.
+	Agent string `json:"agent"`
+	// Message is the user message (a child's input JSON, or a prompt).
+	Message string `json:"message"`
+	// RootRunID is the run whose budget this run draws on (itself for a root).
+	RootRunID string `json:"root_run_id"`
+	// Parent fields are empty for a root run.
+	ParentRunID     string `json:"parent_run_id,omitempty"`
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	ParentCallID    string `json:"parent_call_id,omitempty"`
+	// Continues names the run this one continues in the same session.
+	Continues string `json:"continues,omitempty"`
+}
+
+// Ended is the payload of RunEnded.
+type Ended struct {
+	Status string `json:"status"` // cancelled, failed
+	Reason string `json:"reason,omitempty"`
+}
+
+var known = map[Type]bool{CheckpointCommitted: true, LeaseAcquired: true, WindowCompacted: true, RunCreated: true, RunEnded: true,
 	ChildSpawned: true, ChildCompleted: true, WaitRegistered: true, CallCancelled: true}
 
 // Envelope is what every event carries.
@@ -278,6 +306,24 @@ func CheckpointSubject(sessionID, runID string, completed bool) string {
 func RunCheckpoints(sessionID, runID string) string {
 	return Prefix + ".sess." + sessionID + ".run." + runID + ".c.*"
 }
+
+// RunCreatedSubject is the subject of a run's creation event.
+func RunCreatedSubject(sessionID, runID string) string {
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".created"
+}
+
+// RunEndedSubject is the subject of a run's end event.
+func RunEndedSubject(sessionID, runID string) string {
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".end"
+}
+
+// SessionRunsCreated matches the creation events of a session's runs.
+func SessionRunsCreated(sessionID string) string {
+	return Prefix + ".sess." + sessionID + ".run.*.created"
+}
+
+// AllEnded matches every run end event.
+const AllEnded = Prefix + ".sess.*.run.*.end"
 
 // RunLease is the subject of a run's lease events.
 func RunLease(sessionID, runID string) string {

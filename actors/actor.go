@@ -1,0 +1,178 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// Local messages: they never leave the member, so plain structs are fine.
+type (
+	attemptDone struct {
+		res *runtime.Result
+		err error
+	}
+	tick  struct{ reason string }
+	ended struct{}
+)
+
+// runActor is the virtual actor of one run. It holds no goroutine while
+// the run is parked; the attempt runs off the mailbox and reports back.
+type runActor struct {
+	n       *Node
+	session string
+	run     string
+	running bool
+	pending bool // a wake arrived during an attempt
+	done    bool
+	stopped bool // a Stop arrived: the attempt's end is not a failure
+	cancel  context.CancelFunc
+	timer   *time.Timer
+	retries int
+}
+
+func (a *runActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		a.session, a.run, _ = strings.Cut(m.Identity.Identity, ".")
+		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
+	case *actorspb.Wake:
+		a.wake(ctx, m.Reason)
+		respond(ctx)
+	case *actorspb.ChildFinished:
+		a.wake(ctx, "child finished")
+		respond(ctx)
+	case *actorspb.Stop:
+		a.stopped = true
+		if a.cancel != nil {
+			a.cancel()
+		}
+		if !a.running {
+			a.done = true
+			ctx.Stop(ctx.Self())
+		}
+		respond(ctx)
+	case *attemptDone:
+		a.finish(ctx, m)
+	case *tick:
+		a.timer = nil
+		a.wake(ctx, m.reason)
+	case *ended:
+		a.done = true
+		ctx.Stop(ctx.Self())
+	case *actor.ReceiveTimeout:
+		if !a.running && a.timer == nil {
+			ctx.Stop(ctx.Self()) // passivate: the run's state is in the log
+		}
+	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	}
+}
+
+func respond(ctx actor.Context) {
+	if ctx.Sender() != nil {
+		ctx.Respond(&actorspb.Ack{Ok: true})
+	}
+}
+
+func (a *runActor) wake(ctx actor.Context, reason string) {
+	if a.done {
+		return
+	}
+	if a.running {
+		a.pending = true
+		return
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	a.n.logger.Debug("actors: attempt starts", "run", a.run, "reason", reason)
+	attemptCtx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.running, a.pending = cancel, true, false
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	n, session, run := a.n, a.session, a.run
+	go func() {
+		res, err := n.attempt(attemptCtx, session, run, reason)
+		root.Send(self, &attemptDone{res: res, err: err})
+	}()
+}
+
+// finish decides what follows an attempt.
+func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
+	a.running = false
+	if a.cancel != nil {
+		a.cancel()
+		a.cancel = nil
+	}
+	err := m.err
+	a.n.logger.Debug("actors: attempt ended", "run", a.run, "err", err)
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	switch {
+	case err == nil:
+		// Completed and committed; the completion consumer tells the parent.
+		a.done = true
+		ctx.Stop(self)
+	case errors.Is(err, runtime.ErrWaiting):
+		a.retries = 0
+		if a.pending {
+			a.wake(ctx, "woken while running")
+			return
+		}
+		a.armDeadline(ctx)
+	case errors.Is(err, errEnded), a.stopped:
+		a.done = true
+		ctx.Stop(self)
+	case errors.Is(err, runtime.ErrLeaseLost), errors.Is(err, runtime.ErrConflict), errors.Is(err, runtime.ErrSessionBusy):
+		// Another owner holds the run, or it was cancelled: the log decides
+		// and this activation stops.
+		a.n.logger.Info("actors: attempt fenced out", "run", a.run, "err", err)
+		a.done = true
+		ctx.Stop(self)
+	case permanent(err) || a.retries >= a.n.cfg.MaxRetries:
+		a.n.logger.Warn("actors: run failed", "run", a.run, "err", err)
+		a.done = true
+		n, session, run := a.n, a.session, a.run
+		go func() {
+			_, _ = n.log.endRun(context.Background(), session, run, runtime.StatusFailed, err.Error())
+			root.Send(self, &ended{})
+		}()
+	default:
+		a.retries++
+		delay := time.Duration(1<<min(a.retries, 6)) * 100 * time.Millisecond
+		a.n.logger.Info("actors: attempt failed, retrying", "run", a.run, "in", delay, "err", err)
+		a.timer = time.AfterFunc(delay, func() { root.Send(self, &tick{reason: "retry"}) })
+	}
+}
+
+// armDeadline schedules a wake at the earliest wait deadline of the run.
+// The timer belongs to the node, not the actor, so the actor can be
+// passivated while it waits; the deadline is read from the durable
+// registrations, so a restarted node arms it again at its first attempt.
+func (a *runActor) armDeadline(ctx actor.Context) {
+	dl, err := a.n.waits.next(context.Background(), a.run)
+	if err != nil {
+		a.n.logger.Warn("actors: read wait deadlines", "run", a.run, "err", err)
+		return
+	}
+	if !dl.IsZero() {
+		a.n.wakeAt(a.session, a.run, dl)
+	}
+}
+
+func permanent(err error) bool {
+	return errors.Is(err, errPermanent) || errors.Is(err, ErrBudget) || errors.Is(err, runtime.ErrInvalidInput) ||
+		errors.Is(err, runtime.ErrContractMismatch) || errors.Is(err, context.DeadlineExceeded)
+}

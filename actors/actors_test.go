@@ -1,0 +1,479 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	"github.com/cairn-agents/cairn/runtime/session"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+const (
+	outSchema   = `{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}},"additionalProperties":false}`
+	childSchema = `{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}},"additionalProperties":false}`
+)
+
+// gate lets a test decide when each child's model answers.
+type gate struct {
+	mu   sync.Mutex
+	open map[string]chan struct{}
+}
+
+func (g *gate) ch(key string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open == nil {
+		g.open = map[string]chan struct{}{}
+	}
+	if g.open[key] == nil {
+		g.open[key] = make(chan struct{})
+	}
+	return g.open[key]
+}
+
+func (g *gate) release(key string) { close(g.ch(key)) }
+
+// childModel completes with the child's input; when a gate is set it waits
+// for the input's n to be released first.
+type childModel struct {
+	g     *gate
+	calls *atomic.Int64
+}
+
+func (m childModel) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	input := req.Messages[0].Text()
+	if m.calls != nil {
+		m.calls.Add(1)
+	}
+	if m.g != nil {
+		select {
+		case <-m.g.ch(input):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	out, _ := json.Marshal(map[string]any{"type": "output", "output": map[string]string{"answer": "child " + input}})
+	r := model.Reply(model.Call("done-"+fmt.Sprint(len(input)), "complete", string(out)))
+	return &r, nil
+}
+
+type harness struct {
+	nc     *nats.Conn
+	parent *model.Scripted
+	child  model.Model
+	sink   func(sessionID, runID string, ev runtime.SinkEvent)
+	node   *actors.Node
+}
+
+func (h *harness) start(t *testing.T) *actors.Node {
+	t.Helper()
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: h.nc,
+		Agents: []actors.Agent{
+			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 50}},
+			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
+		},
+		Model: func(def runtime.AgentDefinition) (model.Model, error) {
+			if def.Slug == "planner" {
+				return h.parent, nil
+			}
+			return h.child, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
+		IdleTimeout: 2 * time.Second, Logger: testLogger(t), Sink: h.sink,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.node = n
+	return n
+}
+
+func threeChildren() *model.Scripted {
+	return &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`), model.Call("b", "spawn_worker", `{"n":2}`), model.Call("c", "spawn_worker", `{"n":3}`)),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a","b","c"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"all three"}}`)),
+	}}
+}
+
+func result(t *testing.T, n *actors.Node, sess, run string) *runtime.Reply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, reply, err := n.Result(ctx, sess, run)
+	if err != nil || st != runtime.StatusCompleted {
+		t.Fatalf("run %s: %s, %v", run, st, err)
+	}
+	return reply
+}
+
+func TestParentWithThreeChildren(t *testing.T) {
+	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: threeChildren(), child: childModel{}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := result(t, n, sess, run)
+	if string(reply.Output) != `{"answer":"all three"}` {
+		t.Fatalf("reply = %s", reply.Output)
+	}
+}
+
+// C28, D3: children finish in every order, some while the parent is still
+// inside its attempt, others after it parked; the parent completes exactly
+// once with all three results.
+func TestChildrenFinishInEveryOrder(t *testing.T) {
+	g := &gate{}
+	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: threeChildren(), child: childModel{g: g}}
+	n := h.start(t)
+	defer n.Close()
+	orders := [][]string{{"1", "2", "3"}, {"1", "3", "2"}, {"2", "1", "3"}, {"2", "3", "1"}, {"3", "1", "2"}, {"3", "2", "1"}}
+	for i, order := range orders {
+		// Each root gets its own children; the gate keys on the child input.
+		*g = gate{}
+		sess, run, err := n.Run(context.Background(), "planner", fmt.Sprintf("Round %d.", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := map[string]string{"1": "a", "2": "b", "3": "c"}
+		for _, k := range order {
+			g.release(`{"n":` + k + `}`)
+			cs, cr := actors.ChildIDs(run, calls[k])
+			result(t, n, cs, cr)
+		}
+		reply := result(t, n, sess, run)
+		if string(reply.Output) != `{"answer":"all three"}` {
+			t.Fatalf("order %v: reply %s", order, reply.Output)
+		}
+	}
+}
+
+// history reads a finished run's session transcript.
+func history(t *testing.T, nc *nats.Conn, sess, run string) []model.Message {
+	t.Helper()
+	s, err := cjs.New(context.Background(), nc, cjs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Open(context.Background(), sess, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := h.(session.Auditor).History(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// waitResult decodes the wait_calls result of a transcript.
+func waitResult(t *testing.T, msgs []model.Message, callID string) runtime.WaitResult {
+	t.Helper()
+	r := runtimetest.ToolResult(msgs, callID)
+	if r == nil {
+		t.Fatalf("no result for %s in %s", callID, runtimetest.Dump(msgs))
+	}
+	var wr runtime.WaitResult
+	if err := json.Unmarshal([]byte(r.Content), &wr); err != nil {
+		t.Fatalf("wait result %q: %v", r.Content, err)
+	}
+	return wr
+}
+
+func completedAll(t *testing.T, msgs []model.Message) {
+	t.Helper()
+	wr := waitResult(t, msgs, "w")
+	if wr.TimedOut || len(wr.Calls) != 3 {
+		t.Fatalf("wait result %+v", wr)
+	}
+	for _, c := range wr.Calls {
+		if c.Status != runtime.StatusCompleted || c.Reply == nil {
+			t.Fatalf("child %s: %s %v", c.CallID, c.Status, c.Reply)
+		}
+	}
+	completes := 0
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls() {
+			if c.Name == "complete" {
+				completes++
+			}
+		}
+	}
+	if completes != 1 {
+		t.Fatalf("%d complete calls in the parent's transcript", completes)
+	}
+}
+
+// The parent's node stops mid-wait; a new node on the same log wakes it
+// through the children's completions; nothing is appended twice (the
+// store refuses a message ID twice).
+func TestRestartMidWait(t *testing.T) {
+	g := &gate{}
+	nc := natstest.Connect(t, natstest.Server(t))
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}}
+	n1 := h.start(t)
+	sess, run, err := n1.Run(context.Background(), "planner", "Survive a restart.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.release(`{"n":1}`)
+	cs, cr := actors.ChildIDs(run, "a")
+	result(t, n1, cs, cr)
+	n1.Close()
+
+	n2 := h.start(t)
+	defer n2.Close()
+	g.release(`{"n":2}`)
+	g.release(`{"n":3}`)
+	result(t, n2, sess, run)
+	completedAll(t, history(t, nc, sess, run))
+}
+
+// C28: a wait's deadline fires after a restart, returns the state and
+// cancels nothing; the parent then cancels its owned children (C27).
+func TestWaitTimeoutAfterRestartThenCancel(t *testing.T) {
+	g := &gate{} // never released
+	nc := natstest.Connect(t, natstest.Server(t))
+	parent := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"],"timeout_seconds":2}`)),
+		model.Reply(model.Call("x", "cancel_calls", `{"ids":["a"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"gave up"}}`)),
+	}}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}}
+	n1 := h.start(t)
+	sess, run, err := n1.Run(context.Background(), "planner", "Time out.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.Close() // before or after the wait registered: either way durable
+
+	n2 := h.start(t)
+	defer n2.Close()
+	result(t, n2, sess, run)
+	msgs := history(t, nc, sess, run)
+	wr := waitResult(t, msgs, "w")
+	if !wr.TimedOut || wr.Calls[0].Status != runtime.StatusRunning {
+		t.Fatalf("wait = %+v: want a timeout that cancelled nothing", wr)
+	}
+	var ci []runtime.CancelInfo
+	if err := json.Unmarshal([]byte(runtimetest.ToolResult(msgs, "x").Content), &ci); err != nil || !ci[0].Cancelled {
+		t.Fatalf("cancel = %s", runtimetest.ToolResult(msgs, "x").Content)
+	}
+	cs, cr := actors.ChildIDs(run, "a")
+	if st, _, _ := n2.Result(context.Background(), cs, cr); st != runtime.StatusCancelled {
+		t.Fatalf("child status %s", st)
+	}
+}
+
+// C10, C27: a call ID that is not this run's child is refused.
+func TestForeignCallRefused(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	parent := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("g", "get_calls", `{"ids":["someone-else"]}`), model.Call("x", "cancel_calls", `{"ids":["a"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+	h := &harness{nc: nc, parent: parent, child: childModel{}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Poke.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	msgs := history(t, nc, sess, run)
+	for _, id := range []string{"g", "x"} {
+		if r := runtimetest.ToolResult(msgs, id); !r.IsError || !strings.Contains(r.Content, "is not a child of this run") {
+			t.Fatalf("%s = %+v", id, r)
+		}
+	}
+}
+
+// C24, C33, C35: children draw on the root's budget; exhausting it fails
+// the run at the gate with a budget error, before any further model call.
+func TestBudgetAcrossParentAndChildren(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	var childCalls atomic.Int64
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{calls: &childCalls}}
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc,
+		Agents: []actors.Agent{
+			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 4}},
+			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
+		},
+		Model: func(def runtime.AgentDefinition) (model.Model, error) {
+			if def.Slug == "planner" {
+				return h.parent, nil
+			}
+			return h.child, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Too much.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "budget exhausted") {
+		t.Fatalf("root = %s, %v; want failed on the budget", st, err)
+	}
+	steps, _, _, err := n.Usage(ctx, run)
+	if err != nil || steps != 4 {
+		t.Fatalf("steps used = %d (%v), want the 4 of the budget", steps, err)
+	}
+	// Every reservation was followed by one model request and no request
+	// went without one: parent and children together made exactly 4.
+	if got := int64(len(h.parent.Requests())) + childCalls.Load(); got != 4 {
+		t.Fatalf("%d model requests for 4 reserved steps", got)
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("CAIRN_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// parked signals when a run's sink reports that it parked.
+type parked struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func (p *parked) of(run string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch == nil {
+		p.ch = map[string]chan struct{}{}
+	}
+	if p.ch[run] == nil {
+		p.ch[run] = make(chan struct{})
+	}
+	return p.ch[run]
+}
+
+func (p *parked) sink(_, run string, ev runtime.SinkEvent) {
+	if ev.Kind == runtime.SinkWaiting {
+		ch := p.of(run)
+		p.mu.Lock()
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func waitParked(t *testing.T, p *parked, run string) {
+	t.Helper()
+	select {
+	case <-p.of(run):
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run %s never parked", run)
+	}
+}
+
+// D3: a parked parent with running children reads nothing as time passes:
+// the count of requests to JetStream's API (other than the completion
+// consumer's own pulls) does not grow.
+func TestNoPollingWhileParked(t *testing.T) {
+	g := &gate{}
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv)
+	p := &parked{}
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Wait quietly.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitParked(t, p, run)
+	spy := natstest.Connect(t, srv)
+	var reads atomic.Int64
+	sub, err := spy.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Subject, "$JS.API.CONSUMER.MSG.NEXT.") {
+			reads.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_ = spy.Flush()
+	counts := []int64{}
+	for i := 0; i < 3; i++ {
+		time.Sleep(time.Second) // time passing is the point, not a synchronization
+		counts = append(counts, reads.Load())
+	}
+	// The first second may still see the parking attempt's last reads.
+	if counts[2] != counts[0] {
+		t.Fatalf("API requests while parked grow with time: %v after 1, 2, 3 s", counts)
+	}
+	for _, k := range []string{"1", "2", "3"} {
+		g.release(`{"n":` + k + `}`)
+	}
+	result(t, n, sess, run)
+}
+
+// Two nodes activate the same runs (a duplicate activation): the lease
+// fencing decides who commits, the loser stops, and every run completes
+// once.
+func TestDuplicateActivation(t *testing.T) {
+	g := &gate{}
+	nc := natstest.Connect(t, natstest.Server(t))
+	p := &parked{}
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink}
+	n1 := h.start(t)
+	defer n1.Close()
+	sess, run, err := n1.Run(context.Background(), "planner", "Twice.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitParked(t, p, run)
+	n2 := h.start(t) // its recovery activates the parent and the children again
+	defer n2.Close()
+	for _, k := range []string{"1", "2", "3"} {
+		g.release(`{"n":` + k + `}`)
+	}
+	result(t, n2, sess, run)
+	msgs := history(t, nc, sess, run)
+	completedAll(t, msgs)
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if seen[m.ID] {
+			t.Fatalf("message %s twice", m.ID)
+		}
+		seen[m.ID] = true
+	}
+}

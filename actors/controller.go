@@ -1,0 +1,276 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// controller is the node's runtime.Controller for one run. Everything it
+// does is scoped by the run it was built for (the host's record), never by
+// IDs the model sends: a call ID names a child only through the parent's
+// own run ID, and ownership is checked against the child's record (C10,
+// C27).
+type controller struct {
+	n   *Node
+	run *events.Run
+}
+
+var _ runtime.Controller = (*controller)(nil)
+
+// BeforeModel reserves a step of the root's budget (C24, C35).
+func (c *controller) BeforeModel(ctx context.Context) error {
+	return c.n.ledger.reserve(ctx, c.run.RootRunID)
+}
+
+// child is an owned child call.
+type child struct {
+	CallID    string `json:"call_id"`
+	SessionID string `json:"session_id"`
+	RunID     string `json:"run_id"`
+}
+
+func (c *controller) childKey(callID string) string { return c.run.RunID + "." + keyOf(callID) }
+
+// Spawn creates the child run once per tool call (C25).
+func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input []byte) (runtime.AgentRunInfo, error) {
+	if _, ok := c.n.agents[slug]; !ok {
+		return runtime.AgentRunInfo{}, fmt.Errorf("agent %q is not deployed on this node", slug)
+	}
+	sess, run := ChildIDs(c.run.RunID, toolCallID)
+	rec := events.Run{RunID: run, SessionID: sess, Agent: slug, Message: string(input), RootRunID: c.run.RootRunID,
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID}
+	return c.start(ctx, rec, 0)
+}
+
+// Continue starts a new run in a completed child session (C26).
+func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt string) (runtime.AgentRunInfo, error) {
+	if events.ValidID(sessionID) != nil {
+		return runtime.AgentRunInfo{}, fmt.Errorf("session %q is not a session of this run's children", sessionID)
+	}
+	_, run := ChildIDs(c.run.RunID, toolCallID)
+	if existing, err := c.n.log.readRun(ctx, sessionID, run); err != nil {
+		return runtime.AgentRunInfo{}, err
+	} else if existing != nil {
+		return c.same(existing, events.Run{Agent: existing.Agent, Message: prompt, ParentRunID: c.run.RunID, ParentCallID: toolCallID})
+	}
+	// The session must belong to a child of this run, and its latest run
+	// must have finished.
+	latest, err := c.latestRun(ctx, sessionID)
+	if err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	if latest == nil || latest.ParentRunID != c.run.RunID {
+		return runtime.AgentRunInfo{}, fmt.Errorf("session %q is not a session of this run's children", sessionID)
+	}
+	st, err := c.n.log.status(ctx, sessionID, latest.RunID)
+	if err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	if st.Status != runtime.StatusCompleted {
+		return runtime.AgentRunInfo{}, fmt.Errorf("session %q has a run that is %s; continue only a completed session", sessionID, st.Status)
+	}
+	last, err := c.n.log.last(ctx, events.SessionAll(sessionID))
+	if err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	rec := events.Run{RunID: run, SessionID: sessionID, Agent: latest.Agent, Message: prompt, RootRunID: c.run.RootRunID,
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID}
+	return c.start(ctx, rec, last.Sequence)
+}
+
+// latestRun returns the record of a session's most recent run.
+func (c *controller) latestRun(ctx context.Context, sessionID string) (*events.Run, error) {
+	m, err := c.n.log.last(ctx, events.SessionRunsCreated(sessionID))
+	if err != nil || m == nil {
+		return nil, err
+	}
+	e, err := events.Decode(m.Data)
+	if err != nil {
+		return nil, err
+	}
+	var r events.Run
+	return &r, e.Payload(&r)
+}
+
+// start creates a child run (or finds the one a retry created), records it
+// as this run's child and wakes its actor.
+func (c *controller) start(ctx context.Context, rec events.Run, expectSeq uint64) (runtime.AgentRunInfo, error) {
+	got, err := c.n.log.createRun(ctx, rec, expectSeq)
+	switch {
+	case errors.Is(err, errExists):
+		if _, err := c.same(got, rec); err != nil {
+			return runtime.AgentRunInfo{}, err
+		}
+	case err != nil:
+		return runtime.AgentRunInfo{}, err
+	}
+	if err := c.n.track(ctx, c.childKey(rec.ParentCallID), child{CallID: rec.ParentCallID, SessionID: rec.SessionID, RunID: rec.RunID}, got); err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	st, err := c.n.log.status(ctx, rec.SessionID, rec.RunID)
+	if err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	if st.Status == runtime.StatusRunning {
+		c.n.wake(rec.SessionID, rec.RunID, "spawned")
+	}
+	return runtime.AgentRunInfo{CallID: rec.ParentCallID, RunID: rec.RunID, SessionID: rec.SessionID, Agent: rec.Agent, Status: st.Status}, nil
+}
+
+// same checks that a retried spawn or continue asks for what the first did.
+func (c *controller) same(existing *events.Run, want events.Run) (runtime.AgentRunInfo, error) {
+	if existing.ParentRunID != want.ParentRunID || existing.ParentCallID != want.ParentCallID {
+		return runtime.AgentRunInfo{}, fmt.Errorf("call %q names a run this run does not own", want.ParentCallID)
+	}
+	if existing.Agent != want.Agent || existing.Message != want.Message {
+		return runtime.AgentRunInfo{}, runtime.Fatal(fmt.Errorf("actors: call %s repeated with other arguments (agent %q, input differs: %v)", want.ParentCallID, want.Agent, existing.Message != want.Message))
+	}
+	return runtime.AgentRunInfo{CallID: existing.ParentCallID, RunID: existing.RunID, SessionID: existing.SessionID, Agent: existing.Agent, Status: runtime.StatusRunning}, nil
+}
+
+// owned returns the child a call ID names, or an error when this run has no
+// such child.
+func (c *controller) owned(ctx context.Context, callID string) (child, error) {
+	kve, err := c.n.children.Get(ctx, c.childKey(callID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return child{}, fmt.Errorf("call %q is not a child of this run", callID)
+	}
+	if err != nil {
+		return child{}, fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
+	}
+	var ch child
+	if err := jsonUnmarshal(kve.Value(), &ch); err != nil {
+		return child{}, err
+	}
+	return ch, nil
+}
+
+func (c *controller) info(ctx context.Context, callID string) (runtime.CallInfo, error) {
+	ch, err := c.owned(ctx, callID)
+	if err != nil {
+		return runtime.CallInfo{}, err
+	}
+	rec, err := c.n.log.readRun(ctx, ch.SessionID, ch.RunID)
+	if err != nil || rec == nil {
+		return runtime.CallInfo{}, fmt.Errorf("actors: child %s has no record: %v", ch.RunID, err)
+	}
+	st, err := c.n.log.status(ctx, ch.SessionID, ch.RunID)
+	if err != nil {
+		return runtime.CallInfo{}, err
+	}
+	return runtime.CallInfo{AgentRunInfo: runtime.AgentRunInfo{CallID: callID, RunID: ch.RunID, SessionID: ch.SessionID, Agent: rec.Agent, Status: st.Status}, Reply: st.Reply, Error: st.Error}, nil
+}
+
+// Get inspects owned calls only (C27).
+func (c *controller) Get(ctx context.Context, ids []string) ([]runtime.CallInfo, error) {
+	out := make([]runtime.CallInfo, 0, len(ids))
+	for _, id := range ids {
+		in, err := c.info(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Cancel records a durable cancellation of owned children and stops their
+// actors (C27). A child that finished first keeps its status.
+func (c *controller) Cancel(ctx context.Context, ids []string) ([]runtime.CancelInfo, error) {
+	chs := make([]child, len(ids))
+	for i, id := range ids {
+		ch, err := c.owned(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		chs[i] = ch
+	}
+	out := make([]runtime.CancelInfo, 0, len(ids))
+	for i, ch := range chs {
+		st, err := c.n.log.endRun(ctx, ch.SessionID, ch.RunID, runtime.StatusCancelled, "cancelled by its parent")
+		if err != nil {
+			return nil, err
+		}
+		ci := runtime.CancelInfo{CallID: ids[i], Status: st.Status, Cancelled: st.Status == runtime.StatusCancelled && st.Error == "cancelled by its parent"}
+		if !ci.Cancelled {
+			ci.Reason = "already " + string(st.Status)
+		}
+		c.n.stop(ch.SessionID, ch.RunID, "cancelled")
+		out = append(out, ci)
+	}
+	return out, nil
+}
+
+// Wait answers when the calls finished or the original deadline passed;
+// otherwise the registration is durable and it returns ErrWaiting (C28).
+func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.WaitRequest) (runtime.WaitResult, error) {
+	for _, id := range req.CallIDs {
+		if _, err := c.owned(ctx, id); err != nil {
+			return runtime.WaitResult{}, err
+		}
+	}
+	w, err := c.n.waits.register(ctx, c.run.RunID, toolCallID, req)
+	if err != nil {
+		return runtime.WaitResult{}, err
+	}
+	// Read the children after the registration is durable: a completion
+	// that lands in between is seen here or wakes the run afterwards.
+	infos, err := c.Get(ctx, w.IDs)
+	if err != nil {
+		return runtime.WaitResult{}, err
+	}
+	done := 0
+	for _, in := range infos {
+		if !in.Status.Active() {
+			done++
+		}
+	}
+	if done == len(infos) || (w.Mode == runtime.WaitAny && done > 0) {
+		return runtime.WaitResult{Calls: infos}, nil
+	}
+	if w.Deadline > 0 && !c.n.now().Before(time.Unix(0, w.Deadline)) {
+		return runtime.WaitResult{TimedOut: true, Calls: infos}, nil // cancels nothing
+	}
+	return runtime.WaitResult{}, fmt.Errorf("actors: %d of %d calls still running: %w", len(infos)-done, len(infos), runtime.ErrWaiting)
+}
+
+// Complete rejects a completion while children are active (C29, C30). An
+// identical replay passes the same check. Finalization (notifying the
+// parent) happens only from the completed commit itself.
+func (c *controller) Complete(ctx context.Context, reply runtime.Reply) error {
+	lister, err := c.n.children.ListKeysFiltered(ctx, c.run.RunID+".>")
+	if err != nil {
+		return fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
+	}
+	var active []string
+	for key := range lister.Keys() {
+		kve, err := c.n.children.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
+		}
+		var ch child
+		if err := jsonUnmarshal(kve.Value(), &ch); err != nil {
+			return err
+		}
+		st, err := c.n.log.status(ctx, ch.SessionID, ch.RunID)
+		if err != nil {
+			return err
+		}
+		if st.Status.Active() {
+			active = append(active, ch.CallID)
+		}
+	}
+	if len(active) > 0 {
+		sort.Strings(active)
+		return fmt.Errorf("children still active: %v; wait for or cancel them first", active)
+	}
+	return nil
+}

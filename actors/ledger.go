@@ -1,0 +1,202 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+)
+
+// ErrBudget is returned by BeforeModel when a root run's budget is spent:
+// steps, tokens or wall-clock time (C24, C33, C35).
+var ErrBudget = errors.New("actors: budget exhausted")
+
+// ledger is the durable budget of root runs: one JetStream KV entry per
+// root, updated with compare-and-set, so replicas and restarts never lose
+// or double a reservation. Descendants draw on their root's entry.
+type ledger struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+type budgetEntry struct {
+	Steps        int   `json:"steps_limit,omitempty"`
+	Tokens       int64 `json:"tokens_limit,omitempty"`
+	Deadline     int64 `json:"deadline_unix_nano,omitempty"`
+	UsedSteps    int   `json:"steps"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// open creates a root's budget; an existing one is kept (its deadline
+// counts from the first creation, across restarts).
+func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error {
+	e := budgetEntry{Steps: b.Steps, Tokens: b.Tokens}
+	if b.Timeout > 0 {
+		e.Deadline = l.now().Add(b.Timeout).UnixNano()
+	}
+	v, _ := json.Marshal(e)
+	if _, err := l.kv.Create(ctx, root, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("actors: budget of %s: %w", root, err)
+	}
+	return nil
+}
+
+// update applies f to a root's entry with compare-and-set, retrying on
+// concurrent updates.
+func (l *ledger) update(ctx context.Context, root string, f func(e *budgetEntry) error) (budgetEntry, error) {
+	for {
+		kve, err := l.kv.Get(ctx, root)
+		if err != nil {
+			return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
+		}
+		var e budgetEntry
+		if err := json.Unmarshal(kve.Value(), &e); err != nil {
+			return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
+		}
+		if err := f(&e); err != nil {
+			return e, err
+		}
+		v, _ := json.Marshal(e)
+		_, err = l.kv.Update(ctx, root, v, kve.Revision())
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
+		}
+		if ctx.Err() != nil {
+			return budgetEntry{}, ctx.Err()
+		}
+	}
+}
+
+// reserve takes one step, or fails with ErrBudget.
+func (l *ledger) reserve(ctx context.Context, root string) error {
+	_, err := l.update(ctx, root, func(e *budgetEntry) error {
+		switch {
+		case e.Deadline > 0 && l.now().UnixNano() >= e.Deadline:
+			return fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, time.Unix(0, e.Deadline).UTC().Format(time.RFC3339))
+		case e.Steps > 0 && e.UsedSteps >= e.Steps:
+			return fmt.Errorf("%w: %d of %d steps used", ErrBudget, e.UsedSteps, e.Steps)
+		case e.Tokens > 0 && e.InputTokens+e.OutputTokens >= e.Tokens:
+			return fmt.Errorf("%w: %d of %d tokens used", ErrBudget, e.InputTokens+e.OutputTokens, e.Tokens)
+		}
+		e.UsedSteps++
+		return nil
+	})
+	return err
+}
+
+// deadline returns a root's wall-clock deadline (zero when none).
+func (l *ledger) deadline(ctx context.Context, root string) (time.Time, error) {
+	kve, err := l.kv.Get(ctx, root)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("actors: budget of %s: %w", root, err)
+	}
+	var e budgetEntry
+	if err := json.Unmarshal(kve.Value(), &e); err != nil {
+		return time.Time{}, err
+	}
+	if e.Deadline == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, e.Deadline), nil
+}
+
+// usage returns a root's totals.
+func (l *ledger) usage(ctx context.Context, root string) (budgetEntry, error) {
+	kve, err := l.kv.Get(ctx, root)
+	if err != nil {
+		return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
+	}
+	var e budgetEntry
+	err = json.Unmarshal(kve.Value(), &e)
+	return e, err
+}
+
+// recorder records reported tokens against a root (C34).
+type recorder struct {
+	l    *ledger
+	root string
+}
+
+func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usage) error {
+	_, err := r.l.update(ctx, r.root, func(e *budgetEntry) error {
+		e.InputTokens += u.InputTokens
+		e.OutputTokens += u.OutputTokens
+		return nil
+	})
+	return err
+}
+
+// waits keeps each wait_calls registration: its dependencies and its
+// original deadline, created once per tool call (C28).
+type waits struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+type waitEntry struct {
+	IDs      []string         `json:"ids"`
+	Mode     runtime.WaitMode `json:"mode"`
+	Deadline int64            `json:"deadline_unix_nano,omitempty"`
+}
+
+func waitKey(runID, callID string) string { return runID + "." + keyOf(callID) }
+
+// register stores the wait of a tool call, or returns the stored one: a
+// repeated Wait keeps the original deadline.
+func (w *waits) register(ctx context.Context, runID, callID string, req runtime.WaitRequest) (waitEntry, error) {
+	e := waitEntry{IDs: req.CallIDs, Mode: req.Mode}
+	if req.Timeout > 0 {
+		e.Deadline = w.now().Add(req.Timeout).UnixNano()
+	}
+	v, _ := json.Marshal(e)
+	key := waitKey(runID, callID)
+	_, err := w.kv.Create(ctx, key, v)
+	if err == nil {
+		return e, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return waitEntry{}, fmt.Errorf("actors: register wait: %w", err)
+	}
+	kve, err := w.kv.Get(ctx, key)
+	if err != nil {
+		return waitEntry{}, fmt.Errorf("actors: read wait: %w", err)
+	}
+	var stored waitEntry
+	if err := json.Unmarshal(kve.Value(), &stored); err != nil {
+		return waitEntry{}, err
+	}
+	return stored, nil
+}
+
+// next returns the earliest deadline of a run's waits (zero when none).
+func (w *waits) next(ctx context.Context, runID string) (time.Time, error) {
+	lister, err := w.kv.ListKeysFiltered(ctx, runID+".>")
+	if err != nil {
+		return time.Time{}, err
+	}
+	var earliest int64
+	for key := range lister.Keys() {
+		kve, err := w.kv.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var e waitEntry
+		if json.Unmarshal(kve.Value(), &e) == nil && e.Deadline > 0 && (earliest == 0 || e.Deadline < earliest) {
+			earliest = e.Deadline
+		}
+	}
+	if earliest == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, earliest), nil
+}

@@ -1,0 +1,554 @@
+// Package actors is the host side of the run loop on protoactor-go: each
+// live run is a virtual actor (a cluster kind addressed by session and run
+// ID) that owns the run's lease and is its only writer; the node's
+// Controller gives runs their children, budgets, waits and cancellations;
+// parents and children talk by messages, never by polling.
+//
+// # How a run moves
+//
+//  1. A run is created by a fenced RunCreated event (a root by Node.Run, a
+//     child by Spawn or Continue: the child's IDs derive from the parent's
+//     run ID and the tool-call ID, and the creation expects the child
+//     session's sequence 0, so a retried spawn finds the same child, C25).
+//  2. A Wake message activates the run's actor. The actor starts a
+//     runtime.Run attempt off its mailbox; the attempt opens the store
+//     (taking the lease, fencing out any older owner) and its outcome comes
+//     back as a message.
+//  3. An attempt that returns ErrWaiting leaves the actor idle: no
+//     goroutine, no reads; it is passivated after an idle period. The
+//     deadline of its waits is armed as a timer (re-armed at every
+//     activation, so it fires after a restart too).
+//  4. A completed commit lands on its own subject (c.done); a durable
+//     consumer turns each completion, and each cancellation or failure,
+//     into a ChildFinished message to the parent's actor, and acknowledges
+//     it only when the parent accepted it. The parent re-runs an attempt,
+//     whose Wait reads the children's durable state.
+//  5. A node that starts wakes every run the log says is active
+//     (RecoveryNotice tells the model what happened).
+//
+// Budgets live in a JetStream KV bucket per root run, updated with
+// compare-and-set: steps reserved before every model request, tokens
+// recorded after, a wall-clock deadline that cancels the attempt.
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// Agent is a deployed agent definition with its model limits and, for root
+// runs, its budget.
+type Agent struct {
+	Definition runtime.AgentDefinition
+	Limits     runtime.ModelLimits
+	Budget     runtime.Budget
+}
+
+// Config configures a Node.
+type Config struct {
+	// Conn is the NATS connection; required.
+	Conn *nats.Conn
+	// Store configures the run log (stream name, replicas).
+	Store cjs.Config
+	// Agents are the deployed definitions; every subagent must be one.
+	Agents []Agent
+	// Model returns the model of an agent; required.
+	Model func(def runtime.AgentDefinition) (model.Model, error)
+	// Capabilities is the host catalog; each agent gets the ones its
+	// definition names.
+	Capabilities []runtime.Capability
+	Backend      runtime.Backend
+	Executors    runtime.ExecutorFactory
+	Redactor     runtime.Redactor
+	// Sink receives every run's diagnostics; nil discards them.
+	Sink func(sessionID, runID string, ev runtime.SinkEvent)
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// IdleTimeout passivates an idle run actor; zero means 30s.
+	IdleTimeout time.Duration
+	// Now; nil means time.Now.
+	Now func() time.Time
+	// MaxRetries of an attempt that failed with an error that is not a
+	// budget, input or contract error; zero means 5. Then the run fails.
+	MaxRetries int
+}
+
+// Node runs agent tasks on one member of a protoactor-go cluster.
+type Node struct {
+	cfg      Config
+	agents   map[string]*Agent
+	store    *cjs.Store
+	log      *log
+	ledger   *ledger
+	waits    *waits
+	children jetstream.KeyValue
+	active   jetstream.KeyValue
+	models   map[string]model.Model
+	caps     map[string]runtime.Capability
+	logger   *slog.Logger
+
+	system  *actor.ActorSystem
+	cluster *cluster.Cluster
+	consume jetstream.ConsumeContext
+
+	mu       sync.Mutex
+	watchers map[string][]chan struct{}
+	closed   bool
+}
+
+const runKind = "run"
+
+// Start validates the configuration, opens the log and the ledgers, starts
+// the actor system, wakes every active run and starts delivering
+// completions.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Conn == nil || cfg.Model == nil || cfg.Backend == nil || cfg.Executors == nil || cfg.Redactor == nil {
+		return nil, errors.New("actors: Config needs Conn, Model, Backend, Executors and Redactor")
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 5
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger, watchers: map[string][]chan struct{}{}}
+	for _, c := range cfg.Capabilities {
+		n.caps[c.Name] = c
+	}
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		if _, dup := n.agents[a.Definition.Slug]; dup {
+			return nil, fmt.Errorf("actors: agent %q deployed twice", a.Definition.Slug)
+		}
+		n.agents[a.Definition.Slug] = a
+	}
+	for slug, a := range n.agents {
+		for _, sub := range a.Definition.Subagents {
+			if _, ok := n.agents[sub]; !ok {
+				return nil, fmt.Errorf("actors: agent %q: subagent %q is not deployed", slug, sub)
+			}
+		}
+		for _, c := range a.Definition.Capabilities {
+			if _, ok := n.caps[c]; !ok {
+				return nil, fmt.Errorf("actors: agent %q: capability %q is not in the catalog", slug, c)
+			}
+		}
+		m, err := cfg.Model(a.Definition)
+		if err != nil {
+			return nil, fmt.Errorf("actors: agent %q: model: %w", slug, err)
+		}
+		n.models[slug] = m
+	}
+	var err error
+	if n.store, err = cjs.New(ctx, cfg.Conn, cfg.Store); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	streamName := cfg.Store.Stream
+	if streamName == "" {
+		streamName = "CAIRN"
+	}
+	stream, err := js.Stream(ctx, streamName)
+	if err != nil {
+		return nil, fmt.Errorf("actors: stream: %w", err)
+	}
+	n.log = &log{js: js, stream: stream, now: cfg.Now}
+	replicas := max(cfg.Store.Replicas, 1)
+	bucket := func(name string) (jetstream.KeyValue, error) {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Storage: jetstream.FileStorage, Replicas: replicas})
+		if err != nil {
+			return nil, fmt.Errorf("actors: bucket %s: %w", name, err)
+		}
+		return kv, nil
+	}
+	budgets, err := bucket("cairn_budgets")
+	if err != nil {
+		return nil, err
+	}
+	waitsKV, err := bucket("cairn_waits")
+	if err != nil {
+		return nil, err
+	}
+	if n.children, err = bucket("cairn_children"); err != nil {
+		return nil, err
+	}
+	if n.active, err = bucket("cairn_active"); err != nil {
+		return nil, err
+	}
+	n.ledger = &ledger{kv: budgets, now: cfg.Now}
+	n.waits = &waits{kv: waitsKV, now: cfg.Now}
+
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "protoactor") }))
+	kind := cluster.NewKind(runKind, actor.PropsFromProducer(func() actor.Actor { return &runActor{n: n} }))
+	rcfg := remote.Configure("127.0.0.1", 0)
+	rcfg.MaxRetryCount = 2 // a dead peer costs seconds of retries otherwise
+	ccfg := cluster.Configure("cairn", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
+		rcfg, cluster.WithKinds(kind), cluster.WithRequestTimeout(10*time.Second))
+	n.cluster = cluster.New(n.system, ccfg)
+	n.cluster.StartMember()
+
+	if err := n.startConsumer(ctx, stream); err != nil {
+		n.shutdown()
+		return nil, err
+	}
+	if err := n.recover(ctx); err != nil {
+		n.shutdown()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close stops delivering completions and stops the actor system. Runs keep
+// their durable state; another node (or this one restarted) resumes them.
+func (n *Node) Close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.shutdown()
+}
+
+func (n *Node) shutdown() {
+	if n.consume != nil {
+		n.consume.Stop()
+	}
+	if n.cluster != nil {
+		n.cluster.Shutdown(true)
+	}
+}
+
+func (n *Node) now() time.Time { return n.cfg.Now() }
+
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Run starts a root run of agent with message and returns its session and
+// run IDs.
+func (n *Node) Run(ctx context.Context, agent, message string) (sessionID, runID string, err error) {
+	a, ok := n.agents[agent]
+	if !ok {
+		return "", "", fmt.Errorf("actors: agent %q is not deployed", agent)
+	}
+	if strings.TrimSpace(message) == "" {
+		return "", "", errors.New("actors: a run needs a nonempty message")
+	}
+	sessionID, runID = newID("s"), newID("r")
+	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
+		return "", "", err
+	}
+	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID}
+	if _, err := n.log.createRun(ctx, rec, 0); err != nil {
+		return "", "", err
+	}
+	if err := n.markActive(ctx, sessionID, runID); err != nil {
+		return "", "", err
+	}
+	n.wake(sessionID, runID, "started")
+	return sessionID, runID, nil
+}
+
+// Result waits until a run finished and returns its status and reply.
+func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.CallStatus, *runtime.Reply, error) {
+	for {
+		ch := make(chan struct{})
+		n.mu.Lock()
+		n.watchers[runID] = append(n.watchers[runID], ch)
+		n.mu.Unlock()
+		st, err := n.log.status(ctx, sessionID, runID)
+		if err != nil {
+			return "", nil, err
+		}
+		if !st.Status.Active() {
+			if st.Error != "" {
+				return st.Status, nil, fmt.Errorf("actors: run %s %s: %s", runID, st.Status, st.Error)
+			}
+			return st.Status, st.Reply, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		case <-ch:
+		case <-time.After(time.Minute): // a safety net for a lost local signal, not the mechanism
+		}
+	}
+}
+
+// Usage returns the totals of a root run's budget.
+func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTokens, outputTokens int64, err error) {
+	e, err := n.ledger.usage(ctx, rootRunID)
+	return e.UsedSteps, e.InputTokens, e.OutputTokens, err
+}
+
+func (n *Node) notify(runID string) {
+	n.mu.Lock()
+	chs := n.watchers[runID]
+	delete(n.watchers, runID)
+	n.mu.Unlock()
+	for _, ch := range chs {
+		close(ch)
+	}
+}
+
+type activeRun struct {
+	SessionID string `json:"session_id"`
+}
+
+func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
+	v, _ := json.Marshal(activeRun{SessionID: sessionID})
+	if _, err := n.active.Put(ctx, runID, v); err != nil {
+		return fmt.Errorf("actors: mark %s active: %w", runID, err)
+	}
+	return nil
+}
+
+// track records a child of a run and marks the child active.
+func (n *Node) track(ctx context.Context, key string, ch child, rec *events.Run) error {
+	v, _ := json.Marshal(ch)
+	if _, err := n.children.Put(ctx, key, v); err != nil {
+		return fmt.Errorf("actors: track child %s: %w", ch.RunID, err)
+	}
+	st, err := n.log.status(ctx, ch.SessionID, ch.RunID)
+	if err != nil || !st.Status.Active() {
+		return err
+	}
+	return n.markActive(ctx, ch.SessionID, ch.RunID)
+}
+
+func jsonUnmarshal(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("actors: decode: %w", err)
+	}
+	return nil
+}
+
+// recover wakes every run the log says is active.
+func (n *Node) recover(ctx context.Context) error {
+	lister, err := n.active.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("actors: list active runs: %w", err)
+	}
+	for runID := range lister.Keys() {
+		kve, err := n.active.Get(ctx, runID)
+		if err != nil {
+			continue
+		}
+		var a activeRun
+		if jsonUnmarshal(kve.Value(), &a) == nil {
+			n.wake(a.SessionID, runID, "recovered")
+		}
+	}
+	return nil
+}
+
+func identity(sessionID, runID string) string { return sessionID + "." + runID }
+
+// wake tells a run's actor to start or resume, without blocking the caller.
+// A member that just started may not know itself as the owner of any
+// identity yet: the request is retried with backoff (bounded) until it is
+// delivered or the node closes.
+func (n *Node) wake(sessionID, runID, reason string) {
+	go n.request(identity(sessionID, runID), &actorspb.Wake{SessionId: sessionID, RunId: runID, Reason: reason})
+}
+
+func (n *Node) request(id string, msg any) bool {
+	delay := 50 * time.Millisecond
+	for attempt := 0; attempt < 12; attempt++ {
+		res, err := n.cluster.Request(id, runKind, msg)
+		if ack, ok := res.(*actorspb.Ack); err == nil && ok && ack.Ok {
+			return true
+		}
+		n.mu.Lock()
+		closed := n.closed
+		n.mu.Unlock()
+		if closed {
+			return false
+		}
+		n.logger.Debug("actors: request not delivered, retrying", "identity", id, "err", err)
+		time.Sleep(delay)
+		delay = min(2*delay, 2*time.Second)
+	}
+	n.logger.Warn("actors: request not delivered", "identity", id)
+	return false
+}
+
+// wakeAt wakes a run at a time (a wait's deadline).
+func (n *Node) wakeAt(sessionID, runID string, at time.Time) {
+	time.AfterFunc(time.Until(at)+10*time.Millisecond, func() {
+		n.mu.Lock()
+		closed := n.closed
+		n.mu.Unlock()
+		if !closed {
+			n.wake(sessionID, runID, "deadline")
+		}
+	})
+}
+
+// stop tells a run's actor to stop its attempt.
+func (n *Node) stop(sessionID, runID, reason string) {
+	go n.request(identity(sessionID, runID), &actorspb.Stop{SessionId: sessionID, RunId: runID, Reason: reason})
+}
+
+// startConsumer delivers completions, cancellations and failures to parents
+// through a durable consumer: a message is acknowledged only after the
+// parent's actor accepted it, so a crash in between redelivers it.
+func (n *Node) startConsumer(ctx context.Context, stream jetstream.Stream) error {
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:        "cairn_finished",
+		FilterSubjects: []string{events.AllCompletions, events.AllEnded},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        30 * time.Second,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("actors: completion consumer: %w", err)
+	}
+	n.consume, err = cons.Consume(n.finished)
+	if err != nil {
+		return fmt.Errorf("actors: completion consumer: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) finished(msg jetstream.Msg) {
+	// cairn.sess.<s>.run.<r>.c.done | cairn.sess.<s>.run.<r>.end
+	tok := strings.Split(msg.Subject(), ".")
+	if len(tok) < 6 {
+		_ = msg.Term()
+		return
+	}
+	sessionID, runID := tok[2], tok[4]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, err := n.log.readRun(ctx, sessionID, runID)
+	if err != nil {
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if rec == nil { // not a node-managed run
+		_ = msg.Ack()
+		return
+	}
+	if err := n.active.Delete(ctx, runID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	n.notify(runID)
+	if rec.ParentRunID != "" {
+		if !n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
+			SessionId: rec.ParentSessionID, RunId: rec.ParentRunID, ChildSessionId: sessionID, ChildRunId: runID, CallId: rec.ParentCallID,
+		}) {
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+	}
+	_ = msg.Ack()
+}
+
+// errEnded: the run was cancelled or failed; there is nothing to attempt.
+var errEnded = errors.New("actors: run ended")
+
+// attempt runs one runtime.Run attempt of a run.
+func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*runtime.Result, error) {
+	rec, err := n.log.readRun(ctx, sessionID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("%w: run %s has no record", errPermanent, runID)
+	}
+	st, err := n.log.status(ctx, sessionID, runID)
+	if err != nil {
+		return nil, err
+	}
+	if st.Status == runtime.StatusCancelled || st.Status == runtime.StatusFailed {
+		return nil, errEnded
+	}
+	a, ok := n.agents[rec.Agent]
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
+	}
+	if dl, err := n.ledger.deadline(ctx, rec.RootRunID); err != nil {
+		return nil, err
+	} else if !dl.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	store, err := n.store.Open(ctx, sessionID, runID)
+	if err != nil {
+		return nil, err
+	}
+	subs := make([]runtime.AgentDefinition, 0, len(a.Definition.Subagents))
+	for _, s := range a.Definition.Subagents {
+		subs = append(subs, n.agents[s].Definition)
+	}
+	caps := make([]runtime.Capability, 0, len(a.Definition.Capabilities))
+	for _, c := range a.Definition.Capabilities {
+		caps = append(caps, n.caps[c])
+	}
+	in := runtime.Input{
+		Definition: a.Definition, Subagents: subs,
+		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID}),
+		ModelLimits: a.Limits, Store: store, Backend: n.cfg.Backend, ExecutorFactory: n.cfg.Executors,
+		Controller: &controller{n: n, run: rec}, Sink: sinkFor(n.cfg.Sink, sessionID, runID), Redactor: n.cfg.Redactor,
+		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
+		Clock: clockFunc(n.cfg.Now),
+	}
+	if reason == "recovered" {
+		in.RecoveryNotice = "The node running this task restarted. Work committed before the restart stands; a call whose outcome was lost is marked as having an unknown effect."
+	}
+	return runtime.Run(ctx, in)
+}
+
+// errPermanent marks attempt errors no retry can fix.
+var errPermanent = errors.New("actors: permanent failure")
+
+type fixedID string
+
+func (f fixedID) NewID() string { return string(f) }
+
+type clockFunc func() time.Time
+
+func (c clockFunc) Now() time.Time { return c() }
+
+func sinkFor(f func(string, string, runtime.SinkEvent), sessionID, runID string) runtime.Sink {
+	return runtime.SinkFunc(func(_ context.Context, ev runtime.SinkEvent) {
+		if f != nil {
+			f(sessionID, runID, ev)
+		}
+	})
+}
