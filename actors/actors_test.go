@@ -67,8 +67,11 @@ func (m childModel) Generate(ctx context.Context, req model.Request) (*model.Res
 			return nil, ctx.Err()
 		}
 	}
-	out, _ := json.Marshal(map[string]any{"type": "output", "output": map[string]string{"answer": "child " + input}})
-	r := model.Reply(model.Call("done-"+fmt.Sprint(len(input)), "complete", string(out)))
+	last := req.Messages[len(req.Messages)-1].Text()
+	out, _ := json.Marshal(map[string]any{"type": "output", "output": map[string]string{"answer": "child " + input + " / " + last}})
+	// Call IDs are unique in a session: a continuation's window holds the
+	// earlier run's calls.
+	r := model.Reply(model.Call(fmt.Sprintf("done-%d", len(req.Messages)), "complete", string(out)))
 	return &r, nil
 }
 
@@ -475,5 +478,88 @@ func TestDuplicateActivation(t *testing.T) {
 			t.Fatalf("message %s twice", m.ID)
 		}
 		seen[m.ID] = true
+	}
+}
+
+// continuer spawns a child, waits for it, continues its session with a
+// follow-up, waits again and completes: the continue needs the child's
+// session ID, which only the spawn result tells.
+type continuer struct{ calls atomic.Int64 }
+
+func (c *continuer) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	c.calls.Add(1)
+	var r model.Response
+	step := 0
+	for _, m := range req.Messages {
+		if m.Role == model.RoleAssistant {
+			step++
+		}
+	}
+	switch step {
+	case 0:
+		r = model.Reply(model.Call("a", "spawn_worker", `{"n":7}`))
+	case 1:
+		r = model.Reply(model.Call("w1", "wait_calls", `{"ids":["a"]}`))
+	case 2:
+		var info runtime.AgentRunInfo
+		if err := json.Unmarshal([]byte(runtimetest.ToolResult(req.Messages, "a").Content), &info); err != nil {
+			return nil, err
+		}
+		r = model.Reply(model.Call("c", "continue_agent", fmt.Sprintf(`{"session_id":%q,"prompt":"and one more thing"}`, info.SessionID)))
+	case 3:
+		r = model.Reply(model.Call("w", "wait_calls", `{"ids":["c"]}`))
+	default:
+		r = model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"continued"}}`))
+	}
+	return &r, nil
+}
+
+// C26: Continue starts a new run in a completed child session, sharing the
+// session's transcript, on the root's budget.
+func TestContinueCompletedChildSession(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	h := &harness{nc: nc, parent: &model.Scripted{}, child: childModel{}}
+	parent := &continuer{}
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc,
+		Agents: []actors.Agent{
+			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 20}},
+			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
+		},
+		Model: func(def runtime.AgentDefinition) (model.Model, error) {
+			if def.Slug == "planner" {
+				return parent, nil
+			}
+			return h.child, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Continue a child.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	msgs := history(t, nc, sess, run)
+	wr := waitResult(t, msgs, "w")
+	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
+		t.Fatalf("continuation = %+v", wr)
+	}
+	first := waitResult(t, msgs, "w1").Calls[0]
+	if wr.Calls[0].SessionID != first.SessionID || wr.Calls[0].RunID == first.RunID {
+		t.Fatalf("continuation ran in session %s run %s; the first in %s run %s", wr.Calls[0].SessionID, wr.Calls[0].RunID, first.SessionID, first.RunID)
+	}
+	// The continuation saw the first run's transcript and its own prompt.
+	if got := string(wr.Calls[0].Reply.Output); !strings.Contains(got, `{\"n\":7}`) || !strings.Contains(got, "and one more thing") {
+		t.Fatalf("continuation reply %s", got)
+	}
+	steps, _, _, _ := n.Usage(context.Background(), run)
+	if steps != 7 { // 5 parent steps + 2 child runs, one budget
+		t.Fatalf("root budget used %d steps, want 7", steps)
 	}
 }

@@ -47,7 +47,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 	msg.Role = model.RoleAssistant
 	msg.ID = "" // the runtime owns message IDs; provider IDs belong in Meta
 	calls := msg.ToolCalls()
-	if err := r.checkCallIDs(calls); err != nil {
+	if err := r.checkCallIDs(calls, window); err != nil {
 		return err
 	}
 	next := r.cp.clone()
@@ -156,11 +156,18 @@ func (r *runner) compact(ctx context.Context, window []model.Message) ([]model.M
 }
 
 // checkCallIDs rejects responses the journal cannot hold: a call without an
-// ID, an ID twice in one response, or an ID used earlier in the run.
-func (r *runner) checkCallIDs(calls []model.ToolCall) error {
+// ID, an ID twice in one response, or an ID used earlier in the run or in
+// the conversation's window (a provider rejects a conversation with two
+// calls of one ID, and a continuation shares its session's window).
+func (r *runner) checkCallIDs(calls []model.ToolCall, window []model.Message) error {
 	used := make(map[string]bool, len(r.cp.UsedCallIDs)+len(calls))
 	for _, id := range r.cp.UsedCallIDs {
 		used[id] = true
+	}
+	for _, m := range window {
+		for _, c := range m.ToolCalls() {
+			used[c.ID] = true
+		}
 	}
 	seen := map[string]bool{}
 	for i, c := range calls {

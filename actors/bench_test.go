@@ -1,0 +1,117 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cairn-agents/cairn/actors"
+	cruntime "github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	"github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+func oneChild() *model.Scripted {
+	return &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"],"timeout_seconds":3600}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"one"}}`)),
+	}}
+}
+
+// BenchmarkSpawnRoundTrip: a root run spawns one child, parks, is woken by
+// the child's completion and completes; one op is the whole round trip
+// (4 model steps, 2 runs, SyncAlways).
+//
+//	go test -run=NONE -bench=SpawnRoundTrip -benchtime=50x ./actors/
+func BenchmarkSpawnRoundTrip(b *testing.B) {
+	nc := natstest.Connect(b, natstest.Server(b))
+	h := &harness{nc: nc, parent: oneChild(), child: childModel{}}
+	n := h.start(&testing.T{})
+	defer n.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sess, run, err := n.Run(context.Background(), "planner", fmt.Sprintf("Round %d.", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		st, _, err := n.Result(ctx, sess, run)
+		cancel()
+		if err != nil || st != cruntime.StatusCompleted {
+			b.Fatalf("%s %v", st, err)
+		}
+	}
+}
+
+var parkedRuns = flag.Int("parked", 10000, "parked runs for BenchmarkParkedRunMemory")
+
+// BenchmarkParkedRunMemory parks many root runs, each waiting (one-hour
+// deadline) on a child that blocks inside its model, lets the parents'
+// actors passivate, and reports the heap per parked parent, the child's
+// blocked attempt included. The server runs without SyncAlways to make
+// setup fast; memory does not depend on it.
+//
+//	go test -run=NONE -bench=ParkedRunMemory -benchtime=1x ./actors/
+func BenchmarkParkedRunMemory(b *testing.B) {
+	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: b.TempDir(), Port: -1, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc := natstest.Connect(b, srv)
+	g := &gate{}
+	p := &parked{}
+	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, sink: p.sink}
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc,
+		Agents: []actors.Agent{
+			{Definition: cruntime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
+				Limits: cruntime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
+			{Definition: cruntime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
+				Limits: cruntime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
+		},
+		Model: func(def cruntime.AgentDefinition) (model.Model, error) {
+			if def.Slug == "planner" {
+				return h.parent, nil
+			}
+			return h.child, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: cruntime.Secrets{},
+		IdleTimeout: time.Second, Sink: p.sink,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	start := time.Now()
+	runs := make([]string, *parkedRuns)
+	for i := range runs {
+		_, run, err := n.Run(context.Background(), "planner", fmt.Sprintf("Park %d.", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs[i] = run
+	}
+	for _, run := range runs {
+		waitParked(&testing.T{}, p, run)
+	}
+	time.Sleep(3 * time.Second) // let idle parents passivate (IdleTimeout 1s)
+	after := heap()
+	b.ReportMetric(float64(after-before)/float64(len(runs)), "heap-B/parked-run")
+	b.ReportMetric(time.Since(start).Seconds(), "setup-s")
+}
