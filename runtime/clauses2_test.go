@@ -436,6 +436,19 @@ func TestBadModelResponses(t *testing.T) {
 			}
 		})
 	}
+	t.Run("call ID already in the session's window", func(t *testing.T) {
+		e := newEnv(t, calls(completeOutput("c1", "x")))
+		e.Complete()
+		e.Run, e.Message, e.IDs = "r2", "And now?", runtimetest.FixedID("run2")
+		in := e.Input(e.Store())
+		in.Model = modelFunc(func(context.Context, model.Request) (*model.Response, error) {
+			r := calls(completeOutput("c1", "y"))
+			return &r, nil
+		})
+		if _, err := runtime.Run(context.Background(), in); !errors.Is(err, runtime.ErrModelResponse) {
+			t.Fatalf("err = %v, want ErrModelResponse for a call ID the conversation already has", err)
+		}
+	})
 	t.Run("response without tool calls gets a nudge", func(t *testing.T) {
 		e := newEnv(t, model.Reply(model.Part{Type: model.PartText, Text: "thinking aloud"}), calls(completeOutput("c1", "x")))
 		e.Complete()
