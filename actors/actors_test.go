@@ -563,3 +563,51 @@ func TestContinueCompletedChildSession(t *testing.T) {
 		t.Fatalf("root budget used %d steps, want 7", steps)
 	}
 }
+
+// flaky fails its first request after the reservation was made: a crash
+// between BeforeModel and the provider request.
+type flaky struct {
+	inner model.Model
+	n     atomic.Int64
+}
+
+func (f *flaky) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	if f.n.Add(1) == 1 {
+		return nil, fmt.Errorf("connection reset before the request was sent")
+	}
+	return f.inner.Generate(ctx, req)
+}
+
+// C35: a request lost after its reservation costs a step; the retry
+// reserves another, and with the budget spent the run stops at the gate
+// without calling the model.
+func TestCrashAfterReservationCostsAStep(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	m := &flaky{inner: &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"late"}}`)),
+	}}}
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc,
+		Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
+			Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 1}}},
+		Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "solo", "One step only.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "budget exhausted") {
+		t.Fatalf("= %s, %v; want a budget failure", st, err)
+	}
+	if m.n.Load() != 1 {
+		t.Fatalf("the model was called %d times; the retry must stop at the gate", m.n.Load())
+	}
+}
