@@ -80,23 +80,23 @@ func TestOptions(t *testing.T) {
 	tests := []struct {
 		name    string
 		raw     string
-		wantErr string
+		wantErr string // the option named by the error; "" means valid, "-" the options as a whole
 	}{
 		{name: "none", raw: ``},
 		{name: "null", raw: `null`},
 		{name: "all", raw: `{"temperature":0.5,"top_p":0.9,"top_k":5,"stop_sequences":["x"],"thinking":"enabled","thinking_budget":1024,
 			"effort":"max","tool_choice":"any","disable_parallel_tool_use":false,"service_tier":"standard_only","metadata_user_id":"u","extra_body":{"speed":"fast"}}`},
 		{name: "adaptive", raw: `{"thinking":"adaptive"}`},
-		{name: "unknown", raw: `{"max_thinking":1}`, wantErr: `"max_thinking"`},
-		{name: "an OpenAI option", raw: `{"reasoning_effort":"high"}`, wantErr: `"reasoning_effort"`},
-		{name: "wrong type", raw: `{"top_k":"ten"}`, wantErr: `"top_k"`},
-		{name: "temperature above 1", raw: `{"temperature":1.5}`, wantErr: `"temperature"`},
-		{name: "budget too small", raw: `{"thinking_budget":100}`, wantErr: `"thinking_budget"`},
-		{name: "enabled without budget", raw: `{"thinking":"enabled"}`, wantErr: `"thinking"`},
-		{name: "budget with adaptive", raw: `{"thinking":"adaptive","thinking_budget":2048}`, wantErr: `"thinking_budget"`},
-		{name: "bad tool choice", raw: `{"tool_choice":"required"}`, wantErr: `"tool_choice"`},
-		{name: "extra_body sets max_tokens", raw: `{"extra_body":{"max_tokens":1}}`, wantErr: `"extra_body"`},
-		{name: "not an object", raw: `"hot"`, wantErr: "JSON object"},
+		{name: "unknown", raw: `{"max_thinking":1}`, wantErr: "max_thinking"},
+		{name: "an OpenAI option", raw: `{"reasoning_effort":"high"}`, wantErr: "reasoning_effort"},
+		{name: "wrong type", raw: `{"top_k":"ten"}`, wantErr: "top_k"},
+		{name: "temperature above 1", raw: `{"temperature":1.5}`, wantErr: "temperature"},
+		{name: "budget too small", raw: `{"thinking_budget":100}`, wantErr: "thinking_budget"},
+		{name: "enabled without budget", raw: `{"thinking":"enabled"}`, wantErr: "thinking"},
+		{name: "budget with adaptive", raw: `{"thinking":"adaptive","thinking_budget":2048}`, wantErr: "thinking_budget"},
+		{name: "bad tool choice", raw: `{"tool_choice":"required"}`, wantErr: "tool_choice"},
+		{name: "extra_body sets max_tokens", raw: `{"extra_body":{"max_tokens":1}}`, wantErr: "extra_body"},
+		{name: "not an object", raw: `"hot"`, wantErr: "-"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,8 +107,13 @@ func TestOptions(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want ErrOptions naming %s", err, tt.wantErr)
+			want := tt.wantErr
+			if want == "-" { // the options as a whole
+				want = ""
+			}
+			var oe *OptionError
+			if !errors.Is(err, ErrOptions) || !errors.As(err, &oe) || oe.Option != want {
+				t.Fatalf("err = %v, want an *OptionError for %q", err, tt.wantErr)
 			}
 		})
 	}
@@ -123,7 +128,8 @@ func TestOptionsRejectedBeforeSending(t *testing.T) {
 	}
 	req := hi()
 	req.Options = raw
-	if _, err := m.Generate(context.Background(), req); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), `"frobnicate"`) {
+	var oe *OptionError
+	if _, err := m.Generate(context.Background(), req); !errors.As(err, &oe) || oe.Option != "frobnicate" {
 		t.Fatalf("err = %v", err)
 	}
 	if len(f.requests()) != 0 {

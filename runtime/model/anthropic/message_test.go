@@ -347,7 +347,8 @@ func TestThinkingBudgetBelowMaxTokens(t *testing.T) {
 	req.MaxOutputTokens = 2000
 	req.Options = json.RawMessage(`{"thinking_budget":4000}`)
 	_, err := m.Generate(context.Background(), req)
-	if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), `"thinking_budget"`) || len(f.requests()) != 0 {
+	var oe *OptionError
+	if !errors.As(err, &oe) || oe.Option != "thinking_budget" || len(f.requests()) != 0 {
 		t.Fatalf("err = %v", err)
 	}
 }

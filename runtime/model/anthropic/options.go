@@ -49,8 +49,31 @@ var optionNames = []string{"temperature", "top_p", "top_k", "stop_sequences", "t
 
 var adapterOwned = []string{"model", "messages", "system", "tools", "max_tokens", "stream"}
 
+// OptionError is an invalid provider option. It matches ErrOptions.
+type OptionError struct {
+	// Option is the option's key; empty when the options as a whole are
+	// invalid (not a JSON object).
+	Option string
+	// Reason says what is wrong, for people.
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	if e.Option == "" {
+		return "anthropic: invalid options: " + e.Reason
+	}
+	return fmt.Sprintf("anthropic: invalid options: option %q: %s", e.Option, e.Reason)
+}
+
+// Is reports whether target is ErrOptions.
+func (e *OptionError) Is(target error) bool { return target == ErrOptions }
+
+func optErr(option, format string, args ...any) error {
+	return &OptionError{Option: option, Reason: fmt.Sprintf(format, args...)}
+}
+
 // ParseOptions decodes and checks raw provider options. Empty or null raw
-// means no options. Errors wrap ErrOptions and name the option. Checks
+// means no options. Errors are *OptionError, naming the option; they match ErrOptions. Checks
 // that need the request (thinking_budget below max_tokens) are made by
 // Generate.
 func ParseOptions(raw json.RawMessage) (Options, error) {
@@ -61,7 +84,7 @@ func ParseOptions(raw json.RawMessage) (Options, error) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return o, fmt.Errorf("%w: options must be a JSON object", ErrOptions)
+		return o, optErr("", "options must be a JSON object")
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
@@ -72,23 +95,21 @@ func ParseOptions(raw json.RawMessage) (Options, error) {
 		if !slices.Contains(optionNames, k) {
 			known := slices.Clone(optionNames)
 			sort.Strings(known)
-			return o, fmt.Errorf("%w: unknown option %q (known: %s)", ErrOptions, k, strings.Join(known, ", "))
+			return o, optErr(k, "unknown option (known: %s)", strings.Join(known, ", "))
 		}
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return o, fmt.Errorf("%w: option %q: a JSON %s cannot be a %s", ErrOptions, te.Field, te.Value, te.Type)
+			return o, optErr(te.Field, "a JSON %s cannot be a %s", te.Value, te.Type)
 		}
-		return o, fmt.Errorf("%w: %v", ErrOptions, err)
+		return o, optErr("", "%v", err)
 	}
 	return o, o.check()
 }
 
 func (o Options) check() error {
-	bad := func(name string, format string, args ...any) error {
-		return fmt.Errorf("%w: option %q: %s", ErrOptions, name, fmt.Sprintf(format, args...))
-	}
+	bad := optErr
 	inRange := func(name string, v *float64, lo, hi float64) error {
 		if v != nil && (*v < lo || *v > hi) {
 			return bad(name, "%g is outside [%g, %g]", *v, lo, hi)
@@ -125,7 +146,13 @@ func (o Options) check() error {
 	case o.ThinkingBudget != nil && o.Thinking != "" && o.Thinking != "enabled":
 		return bad("thinking_budget", "is set but thinking is %q", o.Thinking)
 	}
-	for k, v := range o.ExtraBody {
+	extra := make([]string, 0, len(o.ExtraBody))
+	for k := range o.ExtraBody {
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		v := o.ExtraBody[k]
 		if slices.Contains(adapterOwned, k) {
 			return bad("extra_body", "%q is set by the adapter", k)
 		}

@@ -37,7 +37,7 @@ func (m *Model) params(req model.Request, o Options) (sdk.MessageNewParams, erro
 	switch {
 	case o.ThinkingBudget != nil:
 		if *o.ThinkingBudget >= maxTokens {
-			return p, fmt.Errorf("%w: option \"thinking_budget\": %d must be below max_tokens (%d)", ErrOptions, *o.ThinkingBudget, maxTokens)
+			return p, optErr("thinking_budget", "%d must be below max_tokens (%d)", *o.ThinkingBudget, maxTokens)
 		}
 		p.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: *o.ThinkingBudget}}
 	case o.Thinking == "adaptive":

@@ -310,6 +310,13 @@ func TestChatResponses(t *testing.T) {
 			wantStop:  "tool_calls",
 		},
 		{
+			name: "arguments keep surrounding whitespace and escapes",
+			body: `{"id":"x","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","tool_calls":[
+				{"id":"c1","type":"function","function":{"name":"f","arguments":" {\"s\": \"\u00e9\\n\"}\n"}}]}}]}`,
+			wantParts: []model.Part{model.Call("c1", "f", " {\"s\": \"é\\n\"}\n")},
+			wantStop:  "tool_calls",
+		},
+		{
 			name:      "content as an array of parts",
 			body:      `{"id":"x","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}`,
 			wantParts: []model.Part{{Type: model.PartText, Text: "ab"}},

@@ -99,7 +99,7 @@ func TestOptions(t *testing.T) {
 		name    string
 		api     API
 		raw     string
-		wantErr string // a substring naming the option; "" means valid
+		wantErr string // the option named by the error; "" means valid, "-" the options as a whole
 	}{
 		{name: "none", api: APIChat, raw: ``},
 		{name: "null", api: APIChat, raw: `null`},
@@ -107,17 +107,17 @@ func TestOptions(t *testing.T) {
 		{name: "all chat options", api: APIChat, raw: `{"temperature":1,"top_p":0.5,"reasoning_effort":"high","verbosity":"low","parallel_tool_calls":true,
 			"tool_choice":"auto","service_tier":"flex","user":"u","prompt_cache_key":"k","extra_body":{"top_k":3},"frequency_penalty":1,"presence_penalty":-1,"seed":3,"stop":["a"]}`},
 		{name: "all responses options", api: APIResponses, raw: `{"temperature":1,"reasoning_effort":"medium","reasoning_summary":"auto","store":true,"encrypted_reasoning":false}`},
-		{name: "unknown option", api: APIChat, raw: `{"temprature":0.5}`, wantErr: `"temprature"`},
-		{name: "a responses option in chat", api: APIChat, raw: `{"reasoning_summary":"auto"}`, wantErr: `"reasoning_summary"`},
-		{name: "a chat option in responses", api: APIResponses, raw: `{"seed":1}`, wantErr: `"seed"`},
-		{name: "wrong type", api: APIChat, raw: `{"temperature":"hot"}`, wantErr: `"temperature"`},
-		{name: "out of range", api: APIChat, raw: `{"temperature":3}`, wantErr: `"temperature"`},
-		{name: "bad effort", api: APIChat, raw: `{"reasoning_effort":"max"}`, wantErr: `"reasoning_effort"`},
-		{name: "bad tool choice", api: APIChat, raw: `{"tool_choice":"any"}`, wantErr: `"tool_choice"`},
-		{name: "too many stops", api: APIChat, raw: `{"stop":["a","b","c","d","e"]}`, wantErr: `"stop"`},
-		{name: "extra_body sets the model", api: APIChat, raw: `{"extra_body":{"model":"other"}}`, wantErr: `"extra_body"`},
-		{name: "extra_body streams", api: APIChat, raw: `{"extra_body":{"stream":true}}`, wantErr: `"extra_body"`},
-		{name: "not an object", api: APIChat, raw: `[1]`, wantErr: "JSON object"},
+		{name: "unknown option", api: APIChat, raw: `{"temprature":0.5}`, wantErr: "temprature"},
+		{name: "a responses option in chat", api: APIChat, raw: `{"reasoning_summary":"auto"}`, wantErr: "reasoning_summary"},
+		{name: "a chat option in responses", api: APIResponses, raw: `{"seed":1}`, wantErr: "seed"},
+		{name: "wrong type", api: APIChat, raw: `{"temperature":"hot"}`, wantErr: "temperature"},
+		{name: "out of range", api: APIChat, raw: `{"temperature":3}`, wantErr: "temperature"},
+		{name: "bad effort", api: APIChat, raw: `{"reasoning_effort":"max"}`, wantErr: "reasoning_effort"},
+		{name: "bad tool choice", api: APIChat, raw: `{"tool_choice":"any"}`, wantErr: "tool_choice"},
+		{name: "too many stops", api: APIChat, raw: `{"stop":["a","b","c","d","e"]}`, wantErr: "stop"},
+		{name: "extra_body sets the model", api: APIChat, raw: `{"extra_body":{"model":"other"}}`, wantErr: "extra_body"},
+		{name: "extra_body streams", api: APIChat, raw: `{"extra_body":{"stream":true}}`, wantErr: "extra_body"},
+		{name: "not an object", api: APIChat, raw: `[1]`, wantErr: "-"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,8 +128,13 @@ func TestOptions(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want ErrOptions naming %s", err, tt.wantErr)
+			want := tt.wantErr
+			if want == "-" { // the options as a whole
+				want = ""
+			}
+			var oe *OptionError
+			if !errors.Is(err, ErrOptions) || !errors.As(err, &oe) || oe.Option != want {
+				t.Fatalf("err = %v, want an *OptionError for %q", err, tt.wantErr)
 			}
 		})
 	}
@@ -145,7 +150,8 @@ func TestOptionsRejectedBeforeSending(t *testing.T) {
 		t.Fatalf("ValidateOptions = %v", err)
 	}
 	_, err := m.Generate(context.Background(), req)
-	if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), `"frobnicate"`) {
+	var oe *OptionError
+	if !errors.As(err, &oe) || oe.Option != "frobnicate" {
 		t.Fatalf("err = %v", err)
 	}
 	if len(f.requests()) != 0 {

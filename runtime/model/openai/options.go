@@ -71,8 +71,31 @@ var optionAPIs = map[string]API{
 // adapterOwned are body fields extra_body may not set.
 var adapterOwned = []string{"model", "messages", "input", "instructions", "tools", "stream"}
 
+// OptionError is an invalid provider option. It matches ErrOptions.
+type OptionError struct {
+	// Option is the option's key; empty when the options as a whole are
+	// invalid (not a JSON object).
+	Option string
+	// Reason says what is wrong, for people.
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	if e.Option == "" {
+		return "openai: invalid options: " + e.Reason
+	}
+	return fmt.Sprintf("openai: invalid options: option %q: %s", e.Option, e.Reason)
+}
+
+// Is reports whether target is ErrOptions.
+func (e *OptionError) Is(target error) bool { return target == ErrOptions }
+
+func optErr(option, format string, args ...any) error {
+	return &OptionError{Option: option, Reason: fmt.Sprintf(format, args...)}
+}
+
 // ParseOptions decodes and checks raw provider options for api. Empty or
-// null raw means no options. Errors wrap ErrOptions and name the option.
+// null raw means no options. Errors are *OptionError, naming the option; they match ErrOptions.
 func ParseOptions(raw json.RawMessage, api API) (Options, error) {
 	var o Options
 	raw = bytes.TrimSpace(raw)
@@ -84,7 +107,7 @@ func ParseOptions(raw json.RawMessage, api API) (Options, error) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return o, fmt.Errorf("%w: options must be a JSON object", ErrOptions)
+		return o, optErr("", "options must be a JSON object")
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
@@ -94,18 +117,18 @@ func ParseOptions(raw json.RawMessage, api API) (Options, error) {
 	for _, k := range keys {
 		want, ok := optionAPIs[k]
 		if !ok {
-			return o, fmt.Errorf("%w: unknown option %q (the %s API knows %s)", ErrOptions, k, api, strings.Join(knownOptions(api), ", "))
+			return o, optErr(k, "unknown option (the %s API knows %s)", api, strings.Join(knownOptions(api), ", "))
 		}
 		if want != "" && want != api {
-			return o, fmt.Errorf("%w: option %q is for the %s API, and this model uses the %s API", ErrOptions, k, want, api)
+			return o, optErr(k, "is for the %s API, and this model uses the %s API", want, api)
 		}
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return o, fmt.Errorf("%w: option %q: a JSON %s cannot be a %s", ErrOptions, te.Field, te.Value, te.Type)
+			return o, optErr(te.Field, "a JSON %s cannot be a %s", te.Value, te.Type)
 		}
-		return o, fmt.Errorf("%w: %v", ErrOptions, err)
+		return o, optErr("", "%v", err)
 	}
 	return o, o.check()
 }
@@ -122,9 +145,7 @@ func knownOptions(api API) []string {
 }
 
 func (o Options) check() error {
-	bad := func(name string, format string, args ...any) error {
-		return fmt.Errorf("%w: option %q: %s", ErrOptions, name, fmt.Sprintf(format, args...))
-	}
+	bad := optErr
 	inRange := func(name string, v *float64, lo, hi float64) error {
 		if v != nil && (*v < lo || *v > hi) {
 			return bad(name, "%g is outside [%g, %g]", *v, lo, hi)
@@ -154,7 +175,13 @@ func (o Options) check() error {
 	if len(o.Stop) > 4 {
 		return bad("stop", "%d sequences, at most 4", len(o.Stop))
 	}
-	for k, v := range o.ExtraBody {
+	extra := make([]string, 0, len(o.ExtraBody))
+	for k := range o.ExtraBody {
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		v := o.ExtraBody[k]
 		if slices.Contains(adapterOwned, k) {
 			return bad("extra_body", "%q is set by the adapter", k)
 		}
