@@ -291,6 +291,30 @@ func TestC35_ModelCheckpointPrecedesReservation(t *testing.T) {
 	})
 }
 
+func TestC36_OpaqueProviderDataWithASecretIsDropped(t *testing.T) {
+	resp := calls(call("c1", "run_js", `{"code":"return 1"}`))
+	resp.Message.Meta = map[string][]byte{"openrouter.reasoning_details": []byte(`[{"text":"the key is s3cr3t"}]`), "openai.response_id": []byte("resp_1")}
+	resp.Message.Parts = append([]model.Part{
+		{Type: model.PartReasoning, Text: "I saw s3cr3t in the task", Meta: map[string][]byte{"anthropic.signature": []byte("sig-a")}},
+		{Type: model.PartReasoning, Text: "plain thinking", Meta: map[string][]byte{"anthropic.signature": []byte("sig-b")}},
+	}, resp.Message.Parts...)
+	e := newEnv(t, resp, calls(completeOutput("c2", "x")))
+	e.Complete()
+	req := e.Model.Requests()[1]
+	b, _ := json.Marshal(req)
+	if strings.Contains(string(b), "s3cr3t") {
+		t.Fatalf("the request carries the secret: %s", b)
+	}
+	got := req.Messages[1]
+	if len(got.Parts) != 2 || got.Parts[0].Text != "plain thinking" || string(got.Parts[0].Meta["anthropic.signature"]) != "sig-b" || string(got.Meta["openai.response_id"]) != "resp_1" {
+		t.Fatalf("clean opaque data must pass unchanged: %+v", got)
+	}
+	// The transcript itself keeps everything as the provider sent it.
+	if h := e.History(); len(h[1].Parts) != 3 {
+		t.Fatal("the stored message lost parts")
+	}
+}
+
 func TestC36_ModelInputsAreRedacted(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"call kv.get {\"key\":\"a\"}"}`)), calls(completeOutput("c2", "x")))
 	e.Backend.Results = map[string]string{"kv.get": `{"password":"s3cr3t"}`}

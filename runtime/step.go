@@ -184,14 +184,21 @@ func (r *runner) checkCallIDs(calls []model.ToolCall, window []model.Message) er
 	return nil
 }
 
-// redactAll copies msgs with every text the model could read redacted (C36).
+// redactAll copies msgs with every text the model could read redacted
+// (C36). Opaque provider data cannot be rewritten without breaking it (a
+// thinking block's signature covers its text): a reasoning part or a
+// metadata value that holds a secret is dropped from the request instead.
 func (r *runner) redactAll(msgs []model.Message) []model.Message {
 	red := r.in.Redactor.Redact
 	out := make([]model.Message, len(msgs))
 	for i, m := range msgs {
-		parts := make([]model.Part, len(m.Parts))
-		for j, p := range m.Parts {
+		parts := make([]model.Part, 0, len(m.Parts))
+		for _, p := range m.Parts {
+			if p.Type == model.PartReasoning && red(p.Text) != p.Text {
+				continue
+			}
 			p.Text = red(p.Text)
+			p.Meta = redactMeta(red, p.Meta)
 			if p.ToolCall != nil {
 				tc := *p.ToolCall
 				tc.Args = red(tc.Args)
@@ -202,10 +209,31 @@ func (r *runner) redactAll(msgs []model.Message) []model.Message {
 				tr.Content = red(tr.Content)
 				p.ToolResult = &tr
 			}
-			parts[j] = p
+			parts = append(parts, p)
 		}
 		m.Parts = parts
+		m.Meta = redactMeta(red, m.Meta)
 		out[i] = m
+	}
+	return out
+}
+
+// redactMeta drops the metadata values that hold a secret.
+func redactMeta(red func(string) string, meta map[string][]byte) map[string][]byte {
+	var out map[string][]byte
+	for k, v := range meta {
+		if red(string(v)) != string(v) {
+			if out == nil {
+				out = make(map[string][]byte, len(meta))
+				for k2, v2 := range meta {
+					out[k2] = v2
+				}
+			}
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return meta
 	}
 	return out
 }
