@@ -124,12 +124,12 @@ var (
 	ErrMalformed      = errors.New("events: malformed event")
 )
 
-// Header names.
+// Header names. The type, session and run travel as CloudEvents attributes
+// (ce-type, ce-source = cairn/<session>/<run>); Cairn adds the schema
+// version and the lease epoch. Fewer header bytes per commit: every one of
+// them is written and fsynced with the event.
 const (
-	HeaderType    = "Cairn-Type"
 	HeaderVersion = "Cairn-Version"
-	HeaderSession = "Cairn-Session"
-	HeaderRun     = "Cairn-Run"
 	HeaderEpoch   = "Cairn-Epoch"
 	CESpecVersion = "ce-specversion"
 	CEType        = "ce-type"
@@ -212,12 +212,10 @@ func Encode(e Envelope, id string) (body []byte, headers map[string]string, err 
 	}
 	body = append(body, '}')
 	headers = map[string]string{
-		HeaderType: string(e.Type), HeaderVersion: strconv.Itoa(e.Version), HeaderSession: e.SessionID,
-		HeaderEpoch:   strconv.FormatInt(e.Epoch, 10),
+		HeaderVersion: strconv.Itoa(e.Version), HeaderEpoch: strconv.FormatInt(e.Epoch, 10),
 		CESpecVersion: "1.0", CEType: string(e.Type), CESource: "cairn/" + e.SessionID, CEID: id, CETime: e.Time.Format(time.RFC3339Nano),
 	}
 	if e.RunID != "" {
-		headers[HeaderRun] = e.RunID
 		headers[CESource] += "/" + e.RunID
 	}
 	return body, headers, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ func TestRecordedLogsDecode(t *testing.T) {
 				if err != nil {
 					t.Fatalf("line %d: %v", n, err)
 				}
-				if line.Headers[events.HeaderType] != string(e.Type) || line.Headers[events.CEType] != string(e.Type) || line.Headers[events.CESpecVersion] != "1.0" {
+				if line.Headers[events.CEType] != string(e.Type) || line.Headers[events.CESpecVersion] != "1.0" || line.Headers[events.HeaderVersion] != fmt.Sprint(e.Version) {
 					t.Fatalf("line %d: headers %v do not match the body", n, line.Headers)
 				}
 				if e.Type == events.CheckpointCommitted {
