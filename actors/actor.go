@@ -162,10 +162,18 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 // passivated while it waits; the deadline is read from the durable
 // registrations, so a restarted node arms it again at its first attempt.
 func (a *runActor) armDeadline(ctx actor.Context) {
-	dl, err := a.n.waits.next(context.Background(), a.run)
+	ctx2 := context.Background()
+	dl, err := a.n.waits.next(ctx2, a.run)
 	if err != nil {
 		a.n.logger.Warn("actors: read wait deadlines", "run", a.run, "err", err)
 		return
+	}
+	// The root's wall-clock budget ends a parked run too: wake it then, and
+	// the attempt fails at once on the expired deadline.
+	if rec, err := a.n.log.readRun(ctx2, a.session, a.run); err == nil && rec != nil {
+		if root, err := a.n.ledger.deadline(ctx2, rec.RootRunID); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
+			dl = root
+		}
 	}
 	if !dl.IsZero() {
 		a.n.wakeAt(a.session, a.run, dl)

@@ -611,3 +611,42 @@ func TestCrashAfterReservationCostsAStep(t *testing.T) {
 		t.Fatalf("the model was called %d times; the retry must stop at the gate", m.n.Load())
 	}
 }
+
+// C34: the root's wall-clock budget ends a run that is parked waiting on a
+// child that never finishes: the node wakes it at the deadline and the
+// attempt fails on the expired budget.
+func TestWallClockBudgetEndsParkedRun(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	g := &gate{} // never released
+	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}}
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc,
+		Agents: []actors.Agent{
+			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Timeout: 2 * time.Second}},
+			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
+		},
+		Model: func(def runtime.AgentDefinition) (model.Model, error) {
+			if def.Slug == "planner" {
+				return h.parent, nil
+			}
+			return h.child, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Out of time.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "wall-clock deadline") {
+		t.Fatalf("= %s, %v; want the run failed on its wall-clock budget", st, err)
+	}
+}

@@ -504,6 +504,9 @@ func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*r
 	if dl, err := n.ledger.deadline(ctx, rec.RootRunID); err != nil {
 		return nil, err
 	} else if !dl.IsZero() {
+		if !n.now().Before(dl) {
+			return nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
