@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
@@ -79,7 +80,7 @@ type harness struct {
 	nc     *nats.Conn
 	parent *model.Scripted
 	child  model.Model
-	sink   func(sessionID, runID string, ev runtime.SinkEvent)
+	sink   func(run events.Run, ev runtime.SinkEvent)
 	node   *actors.Node
 }
 
@@ -384,9 +385,9 @@ func (p *parked) of(run string) chan struct{} {
 	return p.ch[run]
 }
 
-func (p *parked) sink(_, run string, ev runtime.SinkEvent) {
+func (p *parked) sink(rec events.Run, ev runtime.SinkEvent) {
 	if ev.Kind == runtime.SinkWaiting {
-		ch := p.of(run)
+		ch := p.of(rec.RunID)
 		p.mu.Lock()
 		select {
 		case <-ch:

@@ -79,11 +79,14 @@ type Config struct {
 	// Capabilities is the host catalog; each agent gets the ones its
 	// definition names.
 	Capabilities []runtime.Capability
-	Backend      runtime.Backend
-	Executors    runtime.ExecutorFactory
-	Redactor     runtime.Redactor
+	// Backend performs capability calls; BackendFor, when set, gives each
+	// run its own (scoped to the run's session, say) instead.
+	Backend    runtime.Backend
+	BackendFor func(run events.Run) runtime.Backend
+	Executors  runtime.ExecutorFactory
+	Redactor   runtime.Redactor
 	// Sink receives every run's diagnostics; nil discards them.
-	Sink func(sessionID, runID string, ev runtime.SinkEvent)
+	Sink func(run events.Run, ev runtime.SinkEvent)
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// IdleTimeout passivates an idle run actor; zero means 30s.
@@ -124,8 +127,8 @@ const runKind = "run"
 // the actor system, wakes every active run and starts delivering
 // completions.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.Conn == nil || cfg.Model == nil || cfg.Backend == nil || cfg.Executors == nil || cfg.Redactor == nil {
-		return nil, errors.New("actors: Config needs Conn, Model, Backend, Executors and Redactor")
+	if cfg.Conn == nil || cfg.Model == nil || (cfg.Backend == nil && cfg.BackendFor == nil) || cfg.Executors == nil || cfg.Redactor == nil {
+		return nil, errors.New("actors: Config needs Conn, Model, Backend (or BackendFor), Executors and Redactor")
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 30 * time.Second
@@ -523,11 +526,15 @@ func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*r
 	for _, c := range a.Definition.Capabilities {
 		caps = append(caps, n.caps[c])
 	}
+	backend := n.cfg.Backend
+	if n.cfg.BackendFor != nil {
+		backend = n.cfg.BackendFor(*rec)
+	}
 	in := runtime.Input{
 		Definition: a.Definition, Subagents: subs,
 		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID}),
-		ModelLimits: a.Limits, Store: store, Backend: n.cfg.Backend, ExecutorFactory: n.cfg.Executors,
-		Controller: &controller{n: n, run: rec}, Sink: sinkFor(n.cfg.Sink, sessionID, runID), Redactor: n.cfg.Redactor,
+		ModelLimits: a.Limits, Store: store, Backend: backend, ExecutorFactory: n.cfg.Executors,
+		Controller: &controller{n: n, run: rec}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
 		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
 		Clock: clockFunc(n.cfg.Now),
 	}
@@ -548,10 +555,30 @@ type clockFunc func() time.Time
 
 func (c clockFunc) Now() time.Time { return c() }
 
-func sinkFor(f func(string, string, runtime.SinkEvent), sessionID, runID string) runtime.Sink {
+func sinkFor(f func(events.Run, runtime.SinkEvent), rec events.Run) runtime.Sink {
 	return runtime.SinkFunc(func(_ context.Context, ev runtime.SinkEvent) {
 		if f != nil {
-			f(sessionID, runID, ev)
+			f(rec, ev)
 		}
 	})
+}
+
+// Lookup returns a run's record (its session, agent, parent) by run ID.
+func (n *Node) Lookup(ctx context.Context, runID string) (*events.Run, error) {
+	if err := events.ValidID(runID); err != nil {
+		return nil, err
+	}
+	m, err := n.log.last(ctx, events.Prefix+".sess.*.run."+runID+".created")
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("actors: no run %s", runID)
+	}
+	e, err := events.Decode(m.Data)
+	if err != nil {
+		return nil, err
+	}
+	var r events.Run
+	return &r, e.Payload(&r)
 }

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/schema"
+)
+
+// agentFile is an agent definition as a user writes it (YAML or JSON).
+type agentFile struct {
+	Slug         string          `json:"slug"`
+	Description  string          `json:"description"`
+	Instructions string          `json:"instructions"`
+	Model        string          `json:"model"`
+	Limits       limitsFile      `json:"limits"`
+	Budget       budgetFile      `json:"budget"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Subagents    []string        `json:"subagents"`
+	Capabilities []string        `json:"capabilities"`
+	ModelOptions json.RawMessage `json:"model_options"`
+}
+
+type limitsFile struct {
+	ContextTokens int `json:"context_tokens"`
+	OutputTokens  int `json:"output_tokens"`
+}
+
+type budgetFile struct {
+	Steps   int    `json:"steps"`
+	Tokens  int64  `json:"tokens"`
+	Timeout string `json:"timeout"`
+}
+
+// deployment is every agent of a directory, validated.
+type deployment struct {
+	dir    string
+	agents map[string]*deployed
+}
+
+type deployed struct {
+	file  string
+	spec  agentFile
+	agent actors.Agent
+}
+
+// fileError names the file and the field at fault.
+type fileError struct {
+	File, Field, Reason string
+}
+
+func (e *fileError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", e.File, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.File, e.Field, e.Reason)
+}
+
+// loadDeployment loads every agent definition (*.yaml, *.yml, *.json, not
+// *.script.yaml) of dir and checks the whole set: schemas through the gate,
+// subagents present, slugs unique.
+func loadDeployment(dir string) (*deployment, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("agents: %w", err)
+	}
+	d := &deployment{dir: dir, agents: map[string]*deployed{}}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.Contains(name, ".script.") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		a, err := loadAgent(path)
+		if err != nil {
+			return nil, err
+		}
+		if other, dup := d.agents[a.spec.Slug]; dup {
+			return nil, &fileError{File: path, Field: "slug", Reason: fmt.Sprintf("%q is also defined in %s", a.spec.Slug, other.file)}
+		}
+		d.agents[a.spec.Slug] = a
+	}
+	if len(d.agents) == 0 {
+		return nil, fmt.Errorf("agents: no agent definitions in %s", dir)
+	}
+	for _, a := range d.agents {
+		for i, sub := range a.spec.Subagents {
+			if _, ok := d.agents[sub]; !ok {
+				return nil, &fileError{File: a.file, Field: fmt.Sprintf("subagents[%d]", i), Reason: fmt.Sprintf("no agent %q in %s", sub, dir)}
+			}
+		}
+	}
+	return d, nil
+}
+
+func loadAgent(path string) (*deployed, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("agents: %w", err)
+	}
+	js := raw
+	if !strings.HasSuffix(path, ".json") {
+		if js, err = yaml.YAMLToJSON(raw); err != nil {
+			return nil, &fileError{File: path, Reason: "not valid YAML: " + err.Error()}
+		}
+	}
+	var f agentFile
+	dec := json.NewDecoder(strings.NewReader(string(js)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, &fileError{File: path, Reason: err.Error()}
+	}
+	bad := func(field, format string, args ...any) error {
+		return &fileError{File: path, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if f.Slug == "" {
+		return nil, bad("slug", "is required")
+	}
+	if strings.TrimSpace(f.Instructions) == "" {
+		return nil, bad("instructions", "is required")
+	}
+	if f.Limits.ContextTokens <= 0 || f.Limits.OutputTokens <= 0 {
+		return nil, bad("limits", "context_tokens and output_tokens are required and positive")
+	}
+	if len(f.OutputSchema) == 0 {
+		return nil, bad("output_schema", "is required")
+	}
+	for field, raw := range map[string]json.RawMessage{"input_schema": f.InputSchema, "output_schema": f.OutputSchema} {
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		if _, err := schema.Compile(raw); err != nil {
+			return nil, bad(field, "%v", err)
+		}
+	}
+	budget := runtime.Budget{Steps: f.Budget.Steps, Tokens: f.Budget.Tokens}
+	if f.Budget.Timeout != "" {
+		d, err := time.ParseDuration(f.Budget.Timeout)
+		if err != nil || d < 0 {
+			return nil, bad("budget.timeout", "%q is not a duration like 10m", f.Budget.Timeout)
+		}
+		budget.Timeout = d
+	}
+	if budget.Steps < 0 || budget.Tokens < 0 {
+		return nil, bad("budget", "limits must not be negative")
+	}
+	input := f.InputSchema
+	if string(input) == "null" {
+		input = nil
+	}
+	def := runtime.AgentDefinition{Slug: f.Slug, Description: f.Description, Instructions: f.Instructions,
+		InputSchema: input, OutputSchema: f.OutputSchema, Subagents: f.Subagents, Capabilities: f.Capabilities, ModelOptions: f.ModelOptions}
+	if len(def.ModelOptions) > 0 && string(def.ModelOptions) == "null" {
+		def.ModelOptions = nil
+	}
+	return &deployed{file: path, spec: f, agent: actors.Agent{Definition: def,
+		Limits: runtime.ModelLimits{ContextTokens: f.Limits.ContextTokens, OutputTokens: f.Limits.OutputTokens}, Budget: budget}}, nil
+}
+
+func (d *deployment) list() []actors.Agent {
+	slugs := make([]string, 0, len(d.agents))
+	for s := range d.agents {
+		slugs = append(slugs, s)
+	}
+	sort.Strings(slugs)
+	out := make([]actors.Agent, len(slugs))
+	for i, s := range slugs {
+		out[i] = d.agents[s].agent
+	}
+	return out
+}

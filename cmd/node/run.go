@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jsexec"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+func runCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", ".cairn", "JetStream data directory of the embedded server")
+	natsURL := fs.String("nats", "", "existing NATS server URL")
+	modelFlag := fs.String("model", "", "model for every agent")
+	resume := fs.String("resume", "", "continue this run")
+	noSync := fs.Bool("nosync", false, "embedded server without SyncAlways")
+	asJSON := fs.Bool("json", false, "print the result as JSON only")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) < 1 || (*resume == "" && len(rest) < 2) {
+		fmt.Fprintln(stderr, "node run: want AGENT_FILE and TASK (or --resume RUN AGENT_FILE)")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, runOptions{file: rest[0], task: strings.Join(rest[1:], " "), data: *data, natsURL: *natsURL,
+		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON}, stdout)
+	var interrupted *interruptedError
+	switch {
+	case errors.As(err, &interrupted):
+		fmt.Fprintf(stderr, "\ninterrupted. Continue from the last commit with:\n  go run ./cmd/node run --data %s --resume %s %s\n", *data, interrupted.run, rest[0])
+		return 130
+	case err != nil:
+		fmt.Fprintln(stderr, "node run:", err)
+		return 1
+	}
+	return 0
+}
+
+type runOptions struct {
+	file, task, data, natsURL, model, resume string
+	noSync, json                             bool
+}
+
+type interruptedError struct{ run string }
+
+func (e *interruptedError) Error() string { return "interrupted" }
+
+func run(ctx context.Context, o runOptions, out io.Writer) error {
+	dep, err := loadDeployment(filepath.Dir(o.file))
+	if err != nil {
+		return err
+	}
+	var root *deployed
+	for _, a := range dep.agents {
+		if same(a.file, o.file) {
+			root = a
+		}
+	}
+	if root == nil {
+		return fmt.Errorf("%s: not an agent definition", o.file)
+	}
+	models := map[string]model.Model{}
+	for slug, a := range dep.agents {
+		m, err := newModel(modelSpec(o.model, a.spec.Model), dep.dir)
+		if err != nil {
+			return &fileError{File: a.file, Field: "model", Reason: err.Error()}
+		}
+		models[slug] = m
+	}
+
+	nc, closeNATS, err := connect(o)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage})
+	if err != nil {
+		return fmt.Errorf("kv: %w", err)
+	}
+	executors, err := jsexec.New()
+	if err != nil {
+		return err
+	}
+	p := &progress{out: out, quiet: o.json}
+	node, err := actors.Start(ctx, actors.Config{
+		Conn: nc, Agents: dep.list(),
+		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
+		Capabilities: builtinCapabilities(), BackendFor: backendFor(kv), Executors: executors,
+		Redactor: runtime.Secrets(secrets()), Sink: p.emit,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	var sessionID, runID string
+	if o.resume != "" {
+		rec, err := node.Lookup(ctx, o.resume)
+		if err != nil {
+			return err
+		}
+		sessionID, runID = rec.SessionID, rec.RunID
+		p.say("resuming run %s (%s) from its last commit", runID, rec.Agent)
+	} else {
+		if sessionID, runID, err = node.Run(ctx, root.spec.Slug, o.task); err != nil {
+			return err
+		}
+		p.say("run %s of %s started (session %s)", runID, root.spec.Slug, sessionID)
+	}
+	st, reply, err := node.Result(ctx, sessionID, runID)
+	if ctx.Err() != nil {
+		return &interruptedError{run: runID}
+	}
+	steps, in, outTok, uerr := node.Usage(context.Background(), runID)
+	if o.resume != "" {
+		if rec, lerr := node.Lookup(context.Background(), runID); lerr == nil {
+			steps, in, outTok, uerr = node.Usage(context.Background(), rec.RootRunID)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(out).Encode(map[string]any{"run_id": runID, "session_id": sessionID, "status": st, "reply": reply,
+			"steps": steps, "input_tokens": in, "output_tokens": outTok})
+	}
+	fmt.Fprintf(out, "\n== %s: %s reply, valid against %s's output schema:\n", st, reply.Type, root.spec.Slug)
+	if reply.Type == runtime.ReplyNeedsInput {
+		fmt.Fprintln(out, reply.Question)
+	} else {
+		var pretty any
+		if json.Unmarshal(reply.Output, &pretty) == nil {
+			b, _ := json.MarshalIndent(pretty, "", "  ")
+			fmt.Fprintln(out, string(b))
+		}
+	}
+	if uerr == nil {
+		fmt.Fprintf(out, "== totals: %d model steps, %d input and %d output tokens (the whole tree)\n", steps, in, outTok)
+	}
+	return nil
+}
+
+func same(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
+}
+
+// secrets are the values the redactor removes: the provider keys.
+func secrets() []string {
+	return []string{os.Getenv("OPENAI_API_KEY"), os.Getenv("ANTHROPIC_API_KEY")}
+}
+
+func connect(o runOptions) (*nats.Conn, func(), error) {
+	if o.natsURL != "" {
+		nc, err := nats.Connect(o.natsURL, nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("nats %s: %w", o.natsURL, err)
+		}
+		return nc, nc.Close, nil
+	}
+	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := srv.Connect()
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+}
+
+// progress prints each event of every run of the tree, after its commit.
+type progress struct {
+	mu    sync.Mutex
+	out   io.Writer
+	quiet bool
+}
+
+func (p *progress) say(format string, args ...any) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.out, format+"\n", args...)
+}
+
+func (p *progress) emit(rec events.Run, ev runtime.SinkEvent) {
+	who := fmt.Sprintf("%-13s", rec.Agent)
+	text := strings.Join(strings.Fields(ev.Text), " ")
+	if len(text) > 100 {
+		text = text[:100] + "..."
+	}
+	switch ev.Kind {
+	case runtime.SinkText:
+		p.say("%s | %s", who, text)
+	case runtime.SinkToolCall:
+		if strings.HasPrefix(ev.Tool, runtime.SpawnPrefix) || ev.Tool == runtime.ToolWait || ev.Tool == runtime.ToolComplete {
+			p.say("%s -> %s %s", who, ev.Tool, text)
+		} else {
+			p.say("%s -> %s", who, ev.Tool)
+		}
+	case runtime.SinkToolResult:
+		mark := "<-"
+		if ev.IsError {
+			mark = "<! error"
+		}
+		p.say("%s %s %s: %s", who, mark, ev.Tool, text)
+	case runtime.SinkWaiting:
+		p.say("%s .. parked (no goroutine) until its children report back", who)
+	case runtime.SinkCompleted:
+		p.say("%s == completed", who)
+	}
+}
