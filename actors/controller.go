@@ -46,7 +46,7 @@ func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input [
 	}
 	sess, run := ChildIDs(c.run.RunID, toolCallID)
 	rec := events.Run{RunID: run, SessionID: sess, Agent: slug, Message: string(input), RootRunID: c.run.RootRunID,
-		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID}
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Owner: c.run.Owner}
 	return c.start(ctx, rec, 0)
 }
 
@@ -82,7 +82,7 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 		return runtime.AgentRunInfo{}, err
 	}
 	rec := events.Run{RunID: run, SessionID: sessionID, Agent: latest.Agent, Message: prompt, RootRunID: c.run.RootRunID,
-		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID}
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID, Owner: c.run.Owner}
 	return c.start(ctx, rec, last.Sequence)
 }
 

@@ -262,18 +262,23 @@ func newID(prefix string) string {
 // Run starts a root run of agent with message and returns its session and
 // run IDs.
 func (n *Node) Run(ctx context.Context, agent, message string) (sessionID, runID string, err error) {
+	return n.RunAs(ctx, "", agent, message)
+}
+
+// RunAs starts a root run owned by owner (an API principal).
+func (n *Node) RunAs(ctx context.Context, owner, agent, message string) (sessionID, runID string, err error) {
 	a, ok := n.agents[agent]
 	if !ok {
-		return "", "", fmt.Errorf("actors: agent %q is not deployed", agent)
+		return "", "", fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, agent)
 	}
 	if strings.TrimSpace(message) == "" {
-		return "", "", errors.New("actors: a run needs a nonempty message")
+		return "", "", fmt.Errorf("%w: a run needs a nonempty message", ErrInvalid)
 	}
 	sessionID, runID = newID("s"), newID("r")
 	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
 		return "", "", err
 	}
-	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID}
+	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID, Owner: owner}
 	if _, err := n.log.createRun(ctx, rec, 0); err != nil {
 		return "", "", err
 	}
@@ -282,6 +287,105 @@ func (n *Node) Run(ctx context.Context, agent, message string) (sessionID, runID
 	}
 	n.wake(sessionID, runID, "started")
 	return sessionID, runID, nil
+}
+
+// Errors of the node's API.
+var (
+	ErrNotFound = errors.New("actors: not found")
+	ErrInvalid  = errors.New("actors: invalid request")
+	ErrBusy     = errors.New("actors: session busy")
+)
+
+// Continue starts a new root run in the session of a completed root run,
+// with the user's answer (after a needs_input reply, say). The new run has
+// its own budget; the session's transcript carries over.
+func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID string, err error) {
+	if strings.TrimSpace(message) == "" {
+		return "", fmt.Errorf("%w: a continuation needs a nonempty message", ErrInvalid)
+	}
+	c := &controller{n: n}
+	latest, err := c.latestRun(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	if latest == nil {
+		return "", fmt.Errorf("%w: session %s", ErrNotFound, sessionID)
+	}
+	if latest.ParentRunID != "" {
+		return "", fmt.Errorf("%w: session %s belongs to a child run; its parent continues it", ErrInvalid, sessionID)
+	}
+	st, err := n.log.status(ctx, sessionID, latest.RunID)
+	if err != nil {
+		return "", err
+	}
+	if st.Status != runtime.StatusCompleted {
+		return "", fmt.Errorf("%w: session %s has a run that is %s", ErrBusy, sessionID, st.Status)
+	}
+	a := n.agents[latest.Agent]
+	if a == nil {
+		return "", fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, latest.Agent)
+	}
+	last, err := n.log.last(ctx, events.SessionAll(sessionID))
+	if err != nil {
+		return "", err
+	}
+	runID = newID("r")
+	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
+		return "", err
+	}
+	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: latest.Agent, Message: message, RootRunID: runID, Continues: latest.RunID, Owner: latest.Owner}
+	if _, err := n.log.createRun(ctx, rec, last.Sequence); err != nil {
+		if errors.Is(err, runtime.ErrConflict) {
+			return "", fmt.Errorf("%w: session %s moved on; try again", ErrBusy, sessionID)
+		}
+		return "", err
+	}
+	if err := n.markActive(ctx, sessionID, runID); err != nil {
+		return "", err
+	}
+	n.wake(sessionID, runID, "started")
+	return runID, nil
+}
+
+// Cancel cancels a run (a root, from the API): a durable end event that
+// also fences out its writer, and a stop to its actor. Its children are not
+// cancelled by it; they finish or are cancelled on their own.
+func (n *Node) Cancel(ctx context.Context, sessionID, runID, reason string) (runtime.CallStatus, error) {
+	st, err := n.log.endRun(ctx, sessionID, runID, runtime.StatusCancelled, reason)
+	if err != nil {
+		return "", err
+	}
+	n.stop(sessionID, runID, "cancelled")
+	return st.Status, nil
+}
+
+// Status returns what the log says of a run: its status, reply and error.
+func (n *Node) Status(ctx context.Context, sessionID, runID string) (runtime.CallStatus, *runtime.Reply, string, error) {
+	st, err := n.log.status(ctx, sessionID, runID)
+	return st.Status, st.Reply, st.Error, err
+}
+
+// Children lists a run's children in no particular order.
+func (n *Node) Children(ctx context.Context, runID string) ([]events.Run, error) {
+	lister, err := n.children.ListKeysFiltered(ctx, runID+".>")
+	if err != nil {
+		return nil, err
+	}
+	var out []events.Run
+	for key := range lister.Keys() {
+		kve, err := n.children.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var ch child
+		if jsonUnmarshal(kve.Value(), &ch) != nil {
+			continue
+		}
+		if rec, err := n.log.readRun(ctx, ch.SessionID, ch.RunID); err == nil && rec != nil {
+			out = append(out, *rec)
+		}
+	}
+	return out, nil
 }
 
 // Result waits until a run finished and returns its status and reply.
@@ -573,7 +677,7 @@ func (n *Node) Lookup(ctx context.Context, runID string) (*events.Run, error) {
 		return nil, err
 	}
 	if m == nil {
-		return nil, fmt.Errorf("actors: no run %s", runID)
+		return nil, fmt.Errorf("%w: run %s", ErrNotFound, runID)
 	}
 	e, err := events.Decode(m.Data)
 	if err != nil {

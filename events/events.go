@@ -64,6 +64,9 @@ type Run struct {
 	ParentCallID    string `json:"parent_call_id,omitempty"`
 	// Continues names the run this one continues in the same session.
 	Continues string `json:"continues,omitempty"`
+	// Owner is who started the root run (an API principal); children
+	// inherit it. Every API request is authorized against it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Ended is the payload of RunEnded.

@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/cairn-agents/cairn/runtime/jsexec"
@@ -15,20 +16,28 @@ import (
 
 func main() {
 	jsexec.MaybeRunWorker() // this binary is also the JavaScript worker
-	if len(os.Args) < 2 {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 {
 		usage()
-		os.Exit(2)
+		return 2
 	}
-	switch os.Args[1] {
+	switch args[0] {
 	case "run":
-		os.Exit(runCmd(os.Args[2:], os.Stdout, os.Stderr))
+		return runCmd(args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stderr)
+	case "runs":
+		return runsCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage()
-	default:
-		fmt.Fprintf(os.Stderr, "node: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
+		return 0
 	}
+	fmt.Fprintf(stderr, "node: unknown command %q\n", args[0])
+	usage()
+	return 2
 }
 
 func usage() {
@@ -38,6 +47,9 @@ commands:
   run [flags] AGENT_FILE TASK     run a task with the agent defined in AGENT_FILE (its
                                   directory is the deployment: every agent file in it)
   run --resume RUN AGENT_FILE     continue a run from its last commit
+  serve [flags]                   the long-running node with its HTTP API
+                                  (--agents DIR --listen ADDR --token T; CAIRN_* env)
+  runs ls|show|tail|cancel [RUN]  talk to a serving node (--api URL, CAIRN_TOKEN)
 
 run flags:
   --data DIR      JetStream data directory of the embedded server (default .cairn)

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	jsexec.MaybeRunWorker()
 	if args := os.Getenv("CAIRN_NODE_ARGS"); args != "" {
 		// This test binary plays the node in a subprocess.
-		os.Exit(runCmd(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
+		os.Exit(dispatch(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -48,7 +48,7 @@ func TestReadmeCommand(t *testing.T) {
 func TestInterruptAndResume(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "CAIRN_NODE_ARGS="+strings.Join([]string{"--data", dir, example, "Is the Great Wall visible from orbit?"}, "\x1f"))
+	cmd.Env = append(os.Environ(), "CAIRN_NODE_ARGS="+strings.Join([]string{"run", "--data", dir, example, "Is the Great Wall visible from orbit?"}, "\x1f"))
 	stdout, _ := cmd.StdoutPipe()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -15,15 +15,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/nats-io/nats.go"
-	njs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
-	"github.com/cairn-agents/cairn/runtime/jsexec"
-	"github.com/cairn-agents/cairn/runtime/model"
-	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
 func runCmd(args []string, stdout, stderr io.Writer) int {
@@ -69,58 +62,23 @@ type interruptedError struct{ run string }
 func (e *interruptedError) Error() string { return "interrupted" }
 
 func run(ctx context.Context, o runOptions, out io.Writer) error {
-	dep, err := loadDeployment(filepath.Dir(o.file))
+	p := &progress{out: out, quiet: o.json}
+	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync,
+		sink: p.emit, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}
+	defer a.close()
 	var root *deployed
-	for _, a := range dep.agents {
-		if same(a.file, o.file) {
-			root = a
+	for _, d := range a.dep.agents {
+		if same(d.file, o.file) {
+			root = d
 		}
 	}
 	if root == nil {
 		return fmt.Errorf("%s: not an agent definition", o.file)
 	}
-	models := map[string]model.Model{}
-	for slug, a := range dep.agents {
-		m, err := newModel(modelSpec(o.model, a.spec.Model), dep.dir)
-		if err != nil {
-			return &fileError{File: a.file, Field: "model", Reason: err.Error()}
-		}
-		models[slug] = m
-	}
-
-	nc, closeNATS, err := connect(o)
-	if err != nil {
-		return err
-	}
-	defer closeNATS()
-	js, err := njs.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage})
-	if err != nil {
-		return fmt.Errorf("kv: %w", err)
-	}
-	executors, err := jsexec.New()
-	if err != nil {
-		return err
-	}
-	p := &progress{out: out, quiet: o.json}
-	node, err := actors.Start(ctx, actors.Config{
-		Conn: nc, Agents: dep.list(),
-		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
-		Capabilities: builtinCapabilities(), BackendFor: backendFor(kv), Executors: executors,
-		Redactor: runtime.Secrets(secrets()), Sink: p.emit,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		return err
-	}
-	defer node.Close()
-
+	node := a.node
 	var sessionID, runID string
 	if o.resume != "" {
 		rec, err := node.Lookup(ctx, o.resume)
@@ -177,26 +135,6 @@ func same(a, b string) bool {
 // secrets are the values the redactor removes: the provider keys.
 func secrets() []string {
 	return []string{os.Getenv("OPENAI_API_KEY"), os.Getenv("ANTHROPIC_API_KEY")}
-}
-
-func connect(o runOptions) (*nats.Conn, func(), error) {
-	if o.natsURL != "" {
-		nc, err := nats.Connect(o.natsURL, nats.MaxReconnects(-1))
-		if err != nil {
-			return nil, nil, fmt.Errorf("nats %s: %w", o.natsURL, err)
-		}
-		return nc, nc.Close, nil
-	}
-	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
-	if err != nil {
-		return nil, nil, err
-	}
-	nc, err := srv.Connect()
-	if err != nil {
-		srv.Shutdown()
-		return nil, nil, err
-	}
-	return nc, func() { nc.Close(); srv.Shutdown() }, nil
 }
 
 // progress prints each event of every run of the tree, after its commit.

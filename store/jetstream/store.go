@@ -71,6 +71,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now supplies event times; nil means time.Now.
 	Now func() time.Time
+	// OnCommit, when set, observes every SaveCheckpoint that reached the
+	// log: its duration and its error (metrics).
+	OnCommit func(d time.Duration, err error)
 }
 
 // Errors besides the runtime's ErrConflict, ErrLeaseLost, ErrSessionBusy.
@@ -503,7 +506,11 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayload(b))
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
+	start := time.Now()
 	seq, err := h.publish(ctx, events.CheckpointSubject(h.session, h.run, cp.Reply != nil), ev, id)
+	if h.s.cfg.OnCommit != nil {
+		h.s.cfg.OnCommit(time.Since(start), err)
+	}
 	if err != nil {
 		return fmt.Errorf("jetstream: save run %s rev %d: %w", h.run, cp.Revision, err)
 	}

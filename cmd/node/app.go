@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jsexec"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// nodeOptions are what every verb that runs a node shares.
+type nodeOptions struct {
+	agentsDir string
+	data      string
+	natsURL   string
+	model     string
+	noSync    bool
+	logger    *slog.Logger
+	sink      func(events.Run, runtime.SinkEvent)
+	metrics   *metrics
+}
+
+// app is a running node with what the verbs need around it.
+type app struct {
+	dep   *deployment
+	nc    *nats.Conn
+	js    njs.JetStream
+	node  *actors.Node
+	close func()
+}
+
+func startApp(ctx context.Context, o nodeOptions) (*app, error) {
+	dep, err := loadDeployment(o.agentsDir)
+	if err != nil {
+		return nil, err
+	}
+	models := map[string]model.Model{}
+	for slug, a := range dep.agents {
+		m, err := newModel(modelSpec(o.model, a.spec.Model), dep.dir)
+		if err != nil {
+			return nil, &fileError{File: a.file, Field: "model", Reason: err.Error()}
+		}
+		if o.metrics != nil {
+			m = o.metrics.model(slug, m)
+		}
+		models[slug] = m
+	}
+	nc, closeNATS, err := connect(o)
+	if err != nil {
+		return nil, err
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		closeNATS()
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage})
+	if err != nil {
+		closeNATS()
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	executors, err := jsexec.New()
+	if err != nil {
+		closeNATS()
+		return nil, err
+	}
+	cfg := actors.Config{
+		Conn: nc, Agents: dep.list(),
+		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
+		Capabilities: builtinCapabilities(), BackendFor: backendFor(kv), Executors: executors,
+		Redactor: runtime.Secrets(secrets()), Sink: o.sink, Logger: o.logger,
+	}
+	if o.metrics != nil {
+		cfg.Store.OnCommit = o.metrics.commit
+		inner := o.sink
+		cfg.Sink = func(r events.Run, ev runtime.SinkEvent) {
+			o.metrics.event(r, ev)
+			if inner != nil {
+				inner(r, ev)
+			}
+		}
+	}
+	node, err := actors.Start(ctx, cfg)
+	if err != nil {
+		closeNATS()
+		return nil, err
+	}
+	return &app{dep: dep, nc: nc, js: js, node: node, close: func() { node.Close(); closeNATS() }}, nil
+}
+
+func connect(o nodeOptions) (*nats.Conn, func(), error) {
+	if o.natsURL != "" {
+		nc, err := nats.Connect(o.natsURL, nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("nats %s: %w", o.natsURL, err)
+		}
+		return nc, nc.Close, nil
+	}
+	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := srv.Connect()
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+}

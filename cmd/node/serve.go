@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/projections/runindex"
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// serveOptions configure `node serve`. Precedence: flags, then CAIRN_*
+// environment variables, then defaults.
+type serveOptions struct {
+	nodeOptions
+	listen string
+	// tokens maps a bearer token to its principal (the runs' owner).
+	tokens map[string]string
+}
+
+func serveCmd(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := serveOptions{}
+	fs.StringVar(&o.agentsDir, "agents", env("CAIRN_AGENTS", "examples/agents"), "directory of agent definitions")
+	fs.StringVar(&o.data, "data", env("CAIRN_DATA", ".cairn"), "JetStream data directory of the embedded server")
+	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
+	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "model for every agent")
+	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
+	fs.StringVar(&o.listen, "listen", env("CAIRN_LISTEN", "127.0.0.1:8700"), "HTTP address")
+	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token of the default principal")
+	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.tokens = parseTokens(os.Getenv("CAIRN_TOKENS"))
+	if *token != "" {
+		o.tokens[*token] = "default"
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	if *logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	}
+	o.logger = slog.New(h)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, o, nil); err != nil {
+		fmt.Fprintln(stderr, "node serve:", err)
+		return 1
+	}
+	return 0
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseTokens reads "alice=tok1,bob=tok2".
+func parseTokens(s string) map[string]string {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if owner, tok, ok := strings.Cut(strings.TrimSpace(pair), "="); ok && owner != "" && tok != "" {
+			out[tok] = owner
+		}
+	}
+	return out
+}
+
+// loopback reports whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serve runs the node and its HTTP API until ctx ends. ready, when set,
+// receives the bound address.
+func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
+	if !loopback(o.listen) && len(o.tokens) == 0 {
+		return fmt.Errorf("listening on %s needs authentication: set --token or CAIRN_TOKENS", o.listen)
+	}
+	m := newMetrics()
+	o.metrics = m
+	a, err := startApp(ctx, o.nodeOptions)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	ix, err := runindex.Start(ctx, a.js, "CAIRN")
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	m.index = ix
+	api := &api{a: a, ix: ix, tokens: o.tokens, log: o.logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.nc.IsConnected() {
+			http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.Handle("GET /metrics", m)
+	mux.HandleFunc("POST /v1/runs", api.auth(api.start))
+	mux.HandleFunc("GET /v1/runs", api.auth(api.list))
+	mux.HandleFunc("GET /v1/runs/{run}", api.auth(api.show))
+	mux.HandleFunc("GET /v1/runs/{run}/events", api.auth(api.events))
+	mux.HandleFunc("POST /v1/runs/{run}/continue", api.auth(api.continueRun))
+	mux.HandleFunc("POST /v1/runs/{run}/cancel", api.auth(api.cancel))
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	o.logger.Info("node serving", "addr", ln.Addr().String(), "agents", len(a.dep.agents), "auth", len(o.tokens) > 0)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	// Graceful: stop taking requests; the deferred close stops the actors
+	// (attempts end at a commit boundary or are resumed by the next owner).
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+type api struct {
+	a      *app
+	ix     *runindex.Index
+	tokens map[string]string
+	log    *slog.Logger
+}
+
+type principalKey struct{}
+
+// apiError is the JSON error body.
+func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": fmt.Sprintf(format, args...)}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// auth resolves the caller's principal: a bearer token when tokens are
+// configured, the local principal otherwise (loopback only).
+func (x *api) auth(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		principal := "local"
+		if len(x.tokens) > 0 {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			principal = ""
+			for tok, who := range x.tokens {
+				if ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1 {
+					principal = who
+				}
+			}
+			if principal == "" {
+				writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+				return
+			}
+		}
+		h(w, r, principal)
+	}
+}
+
+// owned returns the index entry of a run the principal owns; any other run
+// is reported as not found (C10: IDs never establish authority).
+func (x *api) owned(w http.ResponseWriter, r *http.Request, principal string) (runindex.Entry, bool) {
+	id := r.PathValue("run")
+	e, ok := x.ix.Get(id)
+	if !ok {
+		if rec, err := x.a.node.Lookup(r.Context(), id); err == nil {
+			e, ok = runindex.Entry{RunID: rec.RunID, SessionID: rec.SessionID, Agent: rec.Agent, Owner: rec.Owner, ParentRunID: rec.ParentRunID, RootRunID: rec.RootRunID}, true
+		}
+	}
+	if !ok || e.Owner != principal {
+		writeError(w, http.StatusNotFound, "not_found", "no run %q", id)
+		return runindex.Entry{}, false
+	}
+	return e, true
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_json", "request body: %v", err)
+		return false
+	}
+	return true
+}
+
+func (x *api) start(w http.ResponseWriter, r *http.Request, principal string) {
+	var req struct {
+		Agent   string `json:"agent"`
+		Message string `json:"message"`
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.Agent == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "agent: is required")
+		return
+	}
+	sess, run, err := x.a.node.RunAs(r.Context(), principal, req.Agent, req.Message)
+	if x.nodeError(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"run_id": run, "session_id": sess})
+}
+
+func (x *api) nodeError(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, actors.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, actors.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
+	case errors.Is(err, actors.ErrBusy):
+		writeError(w, http.StatusConflict, "busy", "%v", err)
+	default:
+		x.log.Error("api", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the node could not complete the request")
+	}
+	return true
+}
+
+func (x *api) list(w http.ResponseWriter, r *http.Request, principal string) {
+	writeJSON(w, http.StatusOK, map[string]any{"runs": x.ix.List(principal, r.URL.Query().Get("children") == "true")})
+}
+
+func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
+	e, ok := x.owned(w, r, principal)
+	if !ok {
+		return
+	}
+	st, reply, errText, err := x.a.node.Status(r.Context(), e.SessionID, e.RunID)
+	if x.nodeError(w, err) {
+		return
+	}
+	steps, in, out, _ := x.a.node.Usage(r.Context(), e.RootRunID)
+	children, _ := x.a.node.Children(r.Context(), e.RunID)
+	kids := make([]map[string]any, 0, len(children))
+	for _, c := range children {
+		cst, _, _, _ := x.a.node.Status(r.Context(), c.SessionID, c.RunID)
+		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": c.Agent, "call_id": c.ParentCallID, "status": cst})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
+		"status": st, "reply": reply, "error": errText, "children": kids,
+		"usage": map[string]int64{"steps": int64(steps), "input_tokens": in, "output_tokens": out}})
+}
+
+func (x *api) continueRun(w http.ResponseWriter, r *http.Request, principal string) {
+	e, ok := x.owned(w, r, principal)
+	if !ok {
+		return
+	}
+	var req struct {
+		Message string `json:"message"`
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	run, err := x.a.node.Continue(r.Context(), e.SessionID, req.Message)
+	if x.nodeError(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"run_id": run, "session_id": e.SessionID})
+}
+
+func (x *api) cancel(w http.ResponseWriter, r *http.Request, principal string) {
+	e, ok := x.owned(w, r, principal)
+	if !ok {
+		return
+	}
+	st, err := x.a.node.Cancel(r.Context(), e.SessionID, e.RunID, "cancelled through the API")
+	if x.nodeError(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"run_id": e.RunID, "status": st})
+}
+
+// events streams a run's events from the log as server-sent events, in
+// order, from its first event, redacted, until the run has finished.
+func (x *api) events(w http.ResponseWriter, r *http.Request, principal string) {
+	e, ok := x.owned(w, r, principal)
+	if !ok {
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return
+	}
+	st, err := x.a.js.Stream(r.Context(), "CAIRN")
+	if x.nodeError(w, err) {
+		return
+	}
+	cons, err := st.OrderedConsumer(r.Context(), njs.OrderedConsumerConfig{FilterSubjects: []string{events.RunAll(e.SessionID, e.RunID)}, DeliverPolicy: njs.DeliverAllPolicy})
+	if x.nodeError(w, err) {
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	it, err := cons.Messages()
+	if err != nil {
+		return
+	}
+	defer it.Stop()
+	go func() { <-r.Context().Done(); it.Stop() }()
+	red := runtime.Secrets(secrets())
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return
+		}
+		meta, _ := msg.Metadata()
+		ev, derr := events.Decode(msg.Data())
+		typ := "unknown"
+		if derr == nil {
+			typ = string(ev.Type)
+		}
+		var seq uint64
+		if meta != nil {
+			seq = meta.Sequence.Stream
+		}
+		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, red.Redact(string(msg.Data())))
+		flusher.Flush()
+		if strings.HasSuffix(msg.Subject(), ".c.done") || strings.HasSuffix(msg.Subject(), ".end") {
+			fmt.Fprint(w, "event: end\ndata: {}\n\n")
+			flusher.Flush()
+			return
+		}
+	}
+}
