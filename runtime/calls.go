@@ -35,12 +35,29 @@ func (r *runner) idempotent(name string) bool {
 	return spawn
 }
 
-// unknownEffect is the notice for an interrupted call that is not retried (C20).
-func unknownEffect(name string) outcome {
-	return outcome{state: CallUnknown, content: fmt.Sprintf(
-		"Unknown effect: this %s call was interrupted by a restart after its dispatch was recorded. "+
-			"It may or may not have run, wholly or in part, and it will not be retried. "+
-			"Check the state it would have changed before repeating any of it.", name)}
+// unknownEffect is the notice for an interrupted call that is not retried
+// (C20). For a script it names what the script could have reached, by
+// effect class, so the model knows what is safe to repeat.
+func (r *runner) unknownEffect(name string) outcome {
+	text := fmt.Sprintf("Unknown effect: this %s call was interrupted by a restart after its dispatch was recorded. "+
+		"It may or may not have run, wholly or in part, and it will not be retried. "+
+		"Check the state it would have changed before repeating any of it.", name)
+	if name == jstool.Name && len(r.c.caps) > 0 {
+		byEffect := map[string][]string{}
+		for _, c := range r.c.caps {
+			byEffect[c.Info.Effect] = append(byEffect[c.Info.Effect], "caps."+c.Info.Name)
+		}
+		for _, e := range []struct{ class, note string }{
+			{EffectEffectful, "may have changed state; check before calling again"},
+			{EffectIdempotent, "safe to call again with the same arguments"},
+			{EffectReadOnly, "changed nothing; safe to call again"},
+		} {
+			if names := byEffect[e.class]; len(names) > 0 {
+				text += fmt.Sprintf("\n%s (%s): %s", e.class, e.note, strings.Join(names, ", "))
+			}
+		}
+	}
+	return outcome{state: CallUnknown, content: text}
 }
 
 const skippedText = "Skipped: the run completed before this call was executed."
@@ -187,7 +204,7 @@ func (r *runner) execute(ctx context.Context, rec CallRecord, resumed bool) (out
 			return invalid(err), nil
 		}
 		if resumed {
-			return unknownEffect(rec.Name), nil
+			return r.unknownEffect(rec.Name), nil
 		}
 		return r.runJS(ctx, rec.ID, a.Code)
 	case rec.Name == ToolComplete:
@@ -224,7 +241,7 @@ func (r *runner) execute(ctx context.Context, rec CallRecord, resumed bool) (out
 			return invalid(err), nil
 		}
 		if resumed {
-			return unknownEffect(rec.Name), nil
+			return r.unknownEffect(rec.Name), nil
 		}
 		if rec.Name == ToolGet {
 			infos, err := r.in.Controller.Get(ctx, a.IDs)

@@ -87,6 +87,7 @@ func TestC1_MissingInputFailsBeforeAnyWrite(t *testing.T) {
 		{"negative steps", "Budget.Steps", func(in *runtime.Input) { in.Budget.Steps = -1 }},
 		{"capability without schema", "Capabilities[0].InputSchema", func(in *runtime.Input) { in.Capabilities[0].InputSchema = nil }},
 		{"capability bad name", "Capabilities[0].Name", func(in *runtime.Input) { in.Capabilities[0].Name = "kv get" }},
+		{"capability bad effect", "Capabilities[0].Effect", func(in *runtime.Input) { in.Capabilities[0].Effect = "harmless" }},
 		{"capability duplicate", "Capabilities[1].Name", func(in *runtime.Input) { in.Capabilities = append(in.Capabilities, in.Capabilities[0]) }},
 		{"capability name and namespace", "Capabilities", func(in *runtime.Input) {
 			in.Capabilities = append(in.Capabilities, runtime.Capability{Name: "kv", InputSchema: json.RawMessage(`{}`)})
@@ -540,6 +541,9 @@ func TestC20_InterruptedCallsBecomeUnknownEffect(t *testing.T) {
 			r := toolResult(e.History(), "c1")
 			if r == nil || !r.IsError || !strings.HasPrefix(r.Content, "Unknown effect:") {
 				t.Fatalf("c1 result = %+v, want an unknown-effect notice", r)
+			}
+			if tc.tool == "run_js" && !strings.Contains(r.Content, "read-only (changed nothing; safe to call again): caps.kv.get") {
+				t.Fatalf("the notice does not tell the capabilities' effect classes:\n%s", r.Content)
 			}
 			if e.Execs.Executed("c1")+e.Ctrl.CountFor("Get", "c0")+e.Ctrl.CountFor("Cancel", "c0") != 1 {
 				t.Fatal("the interrupted call was dispatched again")

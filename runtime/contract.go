@@ -220,11 +220,20 @@ func (c *contract) compileCapabilities(in *Input) error {
 		if len(cp.InputSchema) == 0 {
 			return inputErr(field+".InputSchema", "is required")
 		}
+		switch cp.Effect {
+		case "", EffectReadOnly, EffectIdempotent, EffectEffectful:
+		default:
+			return inputErr(field+".Effect", "%q is not read-only, idempotent or effectful", cp.Effect)
+		}
 		s, err := schema.Compile(cp.InputSchema)
 		if err != nil {
 			return inputErr(field+".InputSchema", "%v", err)
 		}
-		c.caps = append(c.caps, jstool.Capability{Info: jstool.CapabilityInfo{Name: cp.Name, Description: cp.Description, InputSchema: s.Raw()}, Schema: s})
+		effect := cp.Effect
+		if effect == "" {
+			effect = EffectEffectful
+		}
+		c.caps = append(c.caps, jstool.Capability{Info: jstool.CapabilityInfo{Name: cp.Name, Description: cp.Description, InputSchema: s.Raw(), Effect: effect}, Schema: s})
 	}
 	// A name that is a prefix path of another (kv and kv.get) cannot be both
 	// a function and a namespace in the realm.
@@ -298,15 +307,15 @@ func contractHash(in *Input, c *contract) string {
 		subs = append(subs, hd(&in.Subagents[i]))
 	}
 	sort.Slice(subs, func(i, j int) bool { return subs[i].Slug < subs[j].Slug })
-	caps := make([][3]string, len(c.caps))
+	caps := make([][4]string, len(c.caps))
 	for i, cp := range c.caps {
-		caps[i] = [3]string{cp.Info.Name, cp.Info.Description, string(cp.Schema.Canonical())}
+		caps[i] = [4]string{cp.Info.Name, cp.Info.Description, string(cp.Schema.Canonical()), cp.Info.Effect}
 	}
 	b, err := json.Marshal(struct {
 		Version      int
 		Definition   defHash
 		Subagents    []defHash
-		Capabilities [][3]string
+		Capabilities [][4]string
 	}{CheckpointVersion, hd(&in.Definition), subs, caps})
 	if err != nil {
 		panic("runtime: contract hash: " + err.Error())

@@ -38,7 +38,18 @@ type Capability struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Effect is the capability's effect class: EffectReadOnly,
+	// EffectIdempotent or EffectEffectful ("" counts as effectful). The
+	// model is told it with every unknown-effect notice of a script.
+	Effect string `json:"effect,omitempty"`
 }
+
+// The effect classes of a capability.
+const (
+	EffectReadOnly   = "read-only"
+	EffectIdempotent = "idempotent"
+	EffectEffectful  = "effectful"
+)
 
 // ModelLimits are the explicit limits of the model the run talks to.
 type ModelLimits struct {

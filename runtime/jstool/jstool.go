@@ -39,6 +39,8 @@ type CapabilityInfo struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// Effect is read-only, idempotent or effectful.
+	Effect string `json:"effect,omitempty"`
 }
 
 // InvokeFunc runs one capability callback of the script with call ID
@@ -114,7 +116,11 @@ func Definition(caps []CapabilityInfo) model.ToolDef {
 		sorted := append([]CapabilityInfo(nil), caps...)
 		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 		for _, c := range sorted {
-			fmt.Fprintf(&b, "\n- caps.%s(args): %s Input schema: %s", c.Name, c.Description, compactJSON(c.InputSchema))
+			effect := ""
+			if c.Effect != "" {
+				effect = " [" + c.Effect + "]"
+			}
+			fmt.Fprintf(&b, "\n- caps.%s(args)%s: %s Input schema: %s", c.Name, effect, c.Description, compactJSON(c.InputSchema))
 		}
 	}
 	return model.ToolDef{Name: Name, Description: b.String(), InputSchema: json.RawMessage(InputSchema)}

@@ -42,7 +42,7 @@ func Subagents() []runtime.AgentDefinition {
 
 // Capabilities is the reference catalog.
 func Capabilities() []runtime.Capability {
-	return []runtime.Capability{{Name: "kv.get", Description: "Read a key.", InputSchema: json.RawMessage(KVGetSchema)}}
+	return []runtime.Capability{{Name: "kv.get", Description: "Read a key.", InputSchema: json.RawMessage(KVGetSchema), Effect: runtime.EffectReadOnly}}
 }
 
 // Host is one host of a run: a store opener with fault injection and fakes

@@ -99,10 +99,7 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (*model.Respons
 }
 
 func (m *Model) scrub(s string) string {
-	if m.cfg.APIKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, m.cfg.APIKey, "[redacted]")
+	return provider.Scrub(m.cfg.APIKey, s)
 }
 
 // ownMeta reports whether a Meta key is this adapter's: the runtime's

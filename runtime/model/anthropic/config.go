@@ -137,19 +137,7 @@ func (c Config) resolve() (Config, error) {
 		c.HTTPClient = &http.Client{}
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = provider.Sleep
 	}
 	return c, nil
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -78,7 +78,7 @@ func parseMessage(body []byte) (*model.Response, error) {
 	}
 	switch {
 	case w.Type == "error":
-		return fail("the server answered with an error: %s", clip(string(body), 500))
+		return fail("the server answered with an error: %s", provider.Clip(string(body), 500))
 	case w.Type != "" && w.Type != "message":
 		return fail("type is %q, not message", w.Type)
 	case w.Role != "" && w.Role != "assistant":

@@ -361,7 +361,7 @@ func parseChat(body []byte) (*model.Response, error) {
 		return fail("%v", err)
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return fail("the server answered with an error object: %s", clip(string(c.Error), 500))
+		return fail("the server answered with an error object: %s", provider.Clip(string(c.Error), 500))
 	}
 	if c.Object != "" && c.Object != "chat.completion" {
 		return fail("object is %q, not chat.completion", c.Object)

@@ -1,15 +1,12 @@
 package openai
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // Sentinels, matched with errors.Is.
@@ -50,18 +47,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "openai: HTTP %d", e.StatusCode)
-	if t := strings.Trim(e.Type+" "+e.Code, " "); t != "" {
-		fmt.Fprintf(&b, " (%s)", t)
-	}
-	if e.Message != "" {
-		fmt.Fprintf(&b, ": %s", e.Message)
-	}
-	if e.RequestID != "" {
-		fmt.Fprintf(&b, " [request %s]", e.RequestID)
-	}
-	return b.String()
+	return provider.FormatAPIError("openai", e.StatusCode, strings.Trim(e.Type+" "+e.Code, " "), e.Message, e.RequestID)
 }
 
 // Is reports whether target is ErrAPI.
@@ -70,78 +56,13 @@ func (e *APIError) Is(target error) bool { return target == ErrAPI }
 // Retryable reports whether the status is one the adapter retries: 429 and
 // every 5xx.
 func (e *APIError) Retryable() bool {
-	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+	return provider.RetryableStatus(e.StatusCode)
 }
-
-// maxErrorBody bounds how much of an error body is read.
-const maxErrorBody = 64 << 10
 
 // newAPIError builds the error of an error response. The SDK has already
 // read the body and put it back on res.
 func newAPIError(res *http.Response, scrub func(string) string) *APIError {
-	e := &APIError{StatusCode: res.StatusCode, RequestID: res.Header.Get("x-request-id")}
-	e.RetryAfter, _ = retryAfter(res.Header, time.Now())
-	var body []byte
-	if res.Body != nil {
-		body, _ = io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	}
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	var detail struct {
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	}
-	switch {
-	case json.Unmarshal(body, &env) == nil && len(env.Error) > 0 && json.Unmarshal(env.Error, &detail) == nil:
-		e.Message, e.Type = detail.Message, detail.Type
-		if s, err := strconv.Unquote(string(detail.Code)); err == nil {
-			e.Code = s
-		} else if string(detail.Code) != "null" {
-			e.Code = string(detail.Code)
-		}
-	case len(env.Error) > 0:
-		// {"error": "text"}, as some compatible servers send.
-		_ = json.Unmarshal(env.Error, &e.Message)
-	default:
-		e.Message = strings.TrimSpace(string(body))
-	}
-	e.Message = clip(scrub(e.Message), 1000)
-	e.Type = clip(scrub(e.Type), 200)
-	e.Code = clip(scrub(e.Code), 200)
-	if e.Message == "" {
-		e.Message = http.StatusText(res.StatusCode)
-	}
-	return e
-}
-
-// clip cuts s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
-
-// retryAfter reads the wait a response asks for: retry-after-ms
-// (milliseconds, OpenAI's), then Retry-After (seconds or an HTTP date).
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond)), true
-		}
-	}
-	if v := h.Get("Retry-After"); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second)), true
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return max(0, t.Sub(now)), true
-		}
-	}
-	return 0, false
+	b := provider.ReadErrorBody(res, scrub)
+	return &APIError{StatusCode: res.StatusCode, Type: b.Type, Code: b.Code, Message: b.Message,
+		RequestID: res.Header.Get("x-request-id"), RetryAfter: b.RetryAfter}
 }

@@ -104,10 +104,7 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (*model.Respons
 // scrub removes the API key from text that came from outside (an error
 // body, a transport error), in case it was echoed.
 func (m *Model) scrub(s string) string {
-	if m.cfg.APIKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, m.cfg.APIKey, "[redacted]")
+	return provider.Scrub(m.cfg.APIKey, s)
 }
 
 // ownMeta reports whether a Meta key is this adapter's: the runtime's

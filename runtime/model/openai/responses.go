@@ -290,7 +290,7 @@ func parseResponse(body []byte) (*model.Response, error) {
 			stop = r.IncompleteDetails.Reason
 		}
 	case "failed":
-		return fail("the response failed: %s", clip(string(r.Error), 500))
+		return fail("the response failed: %s", provider.Clip(string(r.Error), 500))
 	default:
 		return fail("unexpected status %q", *r.Status)
 	}
