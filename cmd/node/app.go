@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -27,6 +28,20 @@ type nodeOptions struct {
 	logger    *slog.Logger
 	sink      func(events.Run, runtime.SinkEvent)
 	metrics   *metrics
+	// discover is how long to wait for capability services to answer at
+	// start; zero means 300ms with --nats and none with the embedded server
+	// (nothing else can be connected to it yet).
+	discover time.Duration
+}
+
+func (o nodeOptions) discoverWait() time.Duration {
+	switch {
+	case o.discover > 0:
+		return o.discover
+	case o.natsURL != "":
+		return 300 * time.Millisecond
+	}
+	return time.Millisecond
 }
 
 // app is a running node with what the verbs need around it.
@@ -73,10 +88,20 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		closeNATS()
 		return nil, err
 	}
+	ext, err := discover(ctx, nc, o.discoverWait())
+	if err != nil {
+		closeNATS()
+		return nil, err
+	}
+	caps, err := catalog(builtinCapabilities(), ext)
+	if err != nil {
+		closeNATS()
+		return nil, err
+	}
 	cfg := actors.Config{
 		Conn: nc, Agents: dep.list(),
 		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
-		Capabilities: builtinCapabilities(), BackendFor: backendFor(kv), Executors: executors,
+		Capabilities: caps, BackendFor: backends(backendFor(kv), nc, ext), Executors: executors,
 		Redactor: runtime.Secrets(secrets()), Sink: o.sink, Logger: o.logger,
 	}
 	if o.metrics != nil {

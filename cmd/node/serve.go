@@ -46,8 +46,15 @@ func serveCmd(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.listen, "listen", env("CAIRN_LISTEN", "127.0.0.1:8700"), "HTTP address")
 	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token of the default principal")
 	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
+	config := fs.String("config", env("CAIRN_CONFIG", ""), "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *config != "" {
+		if err := applyConfig(fs, *config); err != nil {
+			fmt.Fprintln(stderr, "node serve:", err)
+			return 2
+		}
 	}
 	o.tokens = parseTokens(os.Getenv("CAIRN_TOKENS"))
 	if *token != "" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -256,4 +257,33 @@ func TestKill9ServeAndRestart(t *testing.T) {
 		t.Fatalf("%d checkpoint commits, want the 10 of one clean run (events %v)", commits, types)
 	}
 	fmt.Fprintln(io.Discard, commits)
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/node.yaml"
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:9999\ndata: /from/file\nmodel: scripted:x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CAIRN_MODEL", "openai:from-env")
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8700", "")
+	data := fs.String("data", env("CAIRN_DATA", ".cairn"), "")
+	mdl := fs.String("model", env("CAIRN_MODEL", ""), "")
+	fs.String("config", "", "")
+	if err := fs.Parse([]string{"--data", "/from/flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfig(fs, path); err != nil {
+		t.Fatal(err)
+	}
+	if *listen != "127.0.0.1:9999" || *data != "/from/flag" || *mdl != "openai:from-env" {
+		t.Fatalf("listen %s data %s model %s", *listen, *data, *mdl)
+	}
+	if err := os.WriteFile(path, []byte("lisen: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfig(fs, path); err == nil || !strings.Contains(err.Error(), `unknown setting "lisen"`) {
+		t.Fatalf("err = %v", err)
+	}
 }
