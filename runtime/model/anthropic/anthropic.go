@@ -9,6 +9,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // Meta keys the adapter writes into Message.Meta and Part.Meta and reads

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // Defaults for the zero values of Config.

@@ -1,13 +1,13 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // Options are the provider options an agent definition may set in its
@@ -78,33 +78,18 @@ func optErr(option, format string, args ...any) error {
 // Generate.
 func ParseOptions(raw json.RawMessage) (Options, error) {
 	var o Options
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return o, nil
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return o, optErr("", "options must be a JSON object")
-	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	err := provider.DecodeOptions(raw, &o, func(k string) error {
 		if !slices.Contains(optionNames, k) {
 			known := slices.Clone(optionNames)
 			sort.Strings(known)
-			return o, optErr(k, "unknown option (known: %s)", strings.Join(known, ", "))
+			return optErr(k, "unknown option (known: %s)", strings.Join(known, ", "))
 		}
+		return nil
+	}, optErr)
+	if err != nil {
+		return o, err
 	}
-	if err := json.Unmarshal(raw, &o); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return o, optErr(te.Field, "a JSON %s cannot be a %s", te.Value, te.Type)
-		}
-		return o, optErr("", "%v", err)
-	}
+	// The zero Options (empty or null raw) pass check.
 	return o, o.check()
 }
 
@@ -146,19 +131,5 @@ func (o Options) check() error {
 	case o.ThinkingBudget != nil && o.Thinking != "" && o.Thinking != "enabled":
 		return bad("thinking_budget", "is set but thinking is %q", o.Thinking)
 	}
-	extra := make([]string, 0, len(o.ExtraBody))
-	for k := range o.ExtraBody {
-		extra = append(extra, k)
-	}
-	sort.Strings(extra)
-	for _, k := range extra {
-		v := o.ExtraBody[k]
-		if slices.Contains(adapterOwned, k) {
-			return bad("extra_body", "%q is set by the adapter", k)
-		}
-		if !json.Valid(v) {
-			return bad("extra_body", "%q is not valid JSON", k)
-		}
-	}
-	return nil
+	return provider.CheckExtraBody(o.ExtraBody, adapterOwned, bad)
 }

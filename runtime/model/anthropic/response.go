@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // The message as the adapter reads it. The SDK's own types decode

@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 func (m *Model) generateChat(ctx context.Context, req model.Request, o Options) (*model.Response, error) {

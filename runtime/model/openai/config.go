@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // API selects the OpenAI API surface a Model speaks.

@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
 // Meta keys the adapter writes into Message.Meta and Part.Meta and reads
