@@ -56,24 +56,43 @@ type rawMsg struct {
 // Nats-Num-Pending and Nats-Last-Sequence; no match at all is one 404.
 func (s *Store) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
 	subj := "$JS.API.DIRECT.GET." + s.cfg.Stream
-	for start <= end {
-		req, _ := json.Marshal(map[string]any{"batch": scanBatch, "next_by_subj": filter, "seq": start})
-		inbox := s.nc.NewRespInbox()
-		sub, err := s.nc.SubscribeSync(inbox)
-		if err != nil {
-			return fmt.Errorf("jetstream: scan %s: %w", filter, err)
+	seen := start - 1
+	track := func(m *rawMsg) error {
+		seen = m.seq
+		return fn(m)
+	}
+	for catchUp := 0; ; catchUp++ {
+		from := seen + 1
+		for from <= end {
+			req, _ := json.Marshal(map[string]any{"batch": scanBatch, "next_by_subj": filter, "seq": from})
+			inbox := s.nc.NewRespInbox()
+			sub, err := s.nc.SubscribeSync(inbox)
+			if err != nil {
+				return fmt.Errorf("jetstream: scan %s: %w", filter, err)
+			}
+			next, done, err := s.scanBatch(ctx, sub, subj, inbox, req, end, track)
+			_ = sub.Unsubscribe()
+			if err != nil {
+				return fmt.Errorf("jetstream: scan %s from %d: %w", filter, from, err)
+			}
+			if done {
+				break
+			}
+			from = next
 		}
-		next, done, err := s.scanBatch(ctx, sub, subj, inbox, req, end, fn)
-		_ = sub.Unsubscribe()
-		if err != nil {
-			return fmt.Errorf("jetstream: scan %s from %d: %w", filter, start, err)
-		}
-		if done {
+		// end is the leader's last matching sequence. A direct get answered
+		// by a follower that is behind stops short of it: wait (bounded) for
+		// the follower and read on from where it stopped.
+		if seen >= end || s.cfg.Replicas <= 1 {
 			return nil
 		}
-		start = next
+		if catchUp >= s.cfg.Retries {
+			return fmt.Errorf("jetstream: scan %s: the replica answering stopped at %d, the leader has %d", filter, seen, end)
+		}
+		if err := s.sleep(ctx, catchUp); err != nil {
+			return err
+		}
 	}
-	return nil
 }
 
 func (s *Store) scanBatch(ctx context.Context, sub *nats.Subscription, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {

@@ -321,12 +321,19 @@ func (s *Store) runCompleted(ctx context.Context, sessionID, runID string) (bool
 }
 
 // last returns the last message on subject (wildcards allowed), nil when
-// there is none.
+// there is none. On a replicated stream it asks the leader: a direct get
+// may be answered by a follower that is behind, and every caller of last
+// decides something (a fence, a revision, a lost acknowledgement) from it.
+// A single-replica stream answers direct gets from its only copy.
 func (s *Store) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	var err error
 	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
 		var m *jetstream.RawStreamMsg
-		m, err = s.stream.GetLastMsgForSubject(ctx, subject)
+		if s.cfg.Replicas > 1 {
+			m, err = s.lastFromLeader(ctx, subject)
+		} else {
+			m, err = s.stream.GetLastMsgForSubject(ctx, subject)
+		}
 		if err == nil {
 			return m, nil
 		}
@@ -341,6 +348,46 @@ func (s *Store) last(ctx context.Context, subject string) (*jetstream.RawStreamM
 		}
 	}
 	return nil, fmt.Errorf("jetstream: read last of %s: %w", subject, err)
+}
+
+// lastFromLeader reads through the stream leader's message-get API.
+func (s *Store) lastFromLeader(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("message get: %w", err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, fmt.Errorf("message get: empty answer")
+	}
+	m := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, fmt.Errorf("message get: headers: %w", err)
+		}
+	}
+	return m, nil
 }
 
 func (s *Store) sleep(ctx context.Context, attempt int) error {
