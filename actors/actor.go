@@ -104,6 +104,15 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	a.cancel, a.running, a.pending = cancel, true, false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	n, session, run := a.n, a.session, a.run
+	n.mu.Lock()
+	if n.closed { // draining: no new attempt; the next owner resumes
+		n.mu.Unlock()
+		cancel()
+		a.cancel, a.running = nil, false
+		return
+	}
+	n.attempts.Add(1)
+	n.mu.Unlock()
 	go func() {
 		res, err := n.attempt(attemptCtx, session, run, reason)
 		root.Send(self, &attemptDone{res: res, err: err})
@@ -132,6 +141,8 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 			return
 		}
 		a.armDeadline(ctx)
+	case errors.Is(err, runtime.ErrDrained):
+		// The node is closing; the next owner resumes from this commit.
 	case errors.Is(err, errEnded), a.stopped:
 		a.done = true
 		ctx.Stop(self)

@@ -96,6 +96,9 @@ type Config struct {
 	// MaxRetries of an attempt that failed with an error that is not a
 	// budget, input or contract error; zero means 5. Then the run fails.
 	MaxRetries int
+	// DrainTimeout bounds how long Close waits for attempts to reach a
+	// commit boundary; zero means 10s.
+	DrainTimeout time.Duration
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
@@ -119,6 +122,9 @@ type Node struct {
 	mu       sync.Mutex
 	watchers map[string][]chan struct{}
 	closed   bool
+	// drain is closed by Close: attempts stop at their next commit boundary.
+	drain    chan struct{}
+	attempts sync.WaitGroup
 }
 
 const runKind = "run"
@@ -139,11 +145,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 5
 	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger, watchers: map[string][]chan struct{}{}}
+	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
+		watchers: map[string][]chan struct{}{}, drain: make(chan struct{})}
 	for _, c := range cfg.Capabilities {
 		n.caps[c.Name] = c
 	}
@@ -233,12 +243,26 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Close stops delivering completions and stops the actor system. Runs keep
-// their durable state; another node (or this one restarted) resumes them.
+// Close drains the node: running attempts stop at their next commit
+// boundary (DrainTimeout at most, then they are cancelled), completions
+// stop being delivered and the actor system stops. Runs keep their durable
+// state and leases; another node (or this one restarted) resumes them.
 func (n *Node) Close() {
 	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
 	n.closed = true
+	close(n.drain)
 	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() { n.attempts.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(n.cfg.DrainTimeout):
+		n.logger.Warn("actors: attempts still running after the drain timeout; cancelling them")
+	}
 	n.shutdown()
 }
 
@@ -590,6 +614,7 @@ var errEnded = errors.New("actors: run ended")
 
 // attempt runs one runtime.Run attempt of a run.
 func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*runtime.Result, error) {
+	defer n.attempts.Done()
 	rec, err := n.log.readRun(ctx, sessionID, runID)
 	if err != nil {
 		return nil, err
@@ -640,7 +665,7 @@ func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*r
 		ModelLimits: a.Limits, Store: store, Backend: backend, ExecutorFactory: n.cfg.Executors,
 		Controller: &controller{n: n, run: rec}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
 		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
-		Clock: clockFunc(n.cfg.Now),
+		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}
 	if reason == "recovered" {
 		in.RecoveryNotice = "The node running this task restarted. Work committed before the restart stands; a call whose outcome was lost is marked as having an unknown effect."

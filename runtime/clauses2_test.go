@@ -501,3 +501,27 @@ func TestPanicsNeverReachTheCaller(t *testing.T) {
 	}
 	e.Complete()
 }
+
+// A closed Drain stops the attempt between commits; the next attempt
+// resumes there and nothing was interrupted.
+func TestDrainStopsAtACommitBoundary(t *testing.T) {
+	e := newEnv(t, calls(call("c1", "run_js", `{"code":"return 1"}`), call("c2", "run_js", `{"code":"return 2"}`)), calls(completeOutput("c3", "x")))
+	drain := make(chan struct{})
+	in := e.Input(e.Store())
+	in.Drain = drain
+	in.Sink = runtime.SinkFunc(func(_ context.Context, ev runtime.SinkEvent) {
+		if ev.Kind == runtime.SinkToolResult && ev.CallID == "c1" {
+			close(drain)
+		}
+	})
+	if _, err := runtime.Run(context.Background(), in); !errors.Is(err, runtime.ErrDrained) {
+		t.Fatalf("err = %v, want ErrDrained", err)
+	}
+	e.Complete()
+	if r := toolResult(e.History(), "c2"); r == nil || r.IsError {
+		t.Fatalf("c2 = %+v: a drained attempt must leave nothing interrupted", r)
+	}
+	if e.Execs.Executed("c1") != 1 || e.Execs.Executed("c2") != 1 {
+		t.Fatal("a call ran twice or not at all")
+	}
+}

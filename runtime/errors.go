@@ -22,6 +22,10 @@ var ErrContractMismatch = errors.New("runtime: checkpoint contract mismatch")
 // committed; the attempt stops like on any model error (C23).
 var ErrModelResponse = errors.New("runtime: unusable model response")
 
+// ErrDrained is returned when Input.Drain closed: the attempt stopped
+// between two commits, and the next attempt resumes exactly there.
+var ErrDrained = errors.New("runtime: drained at a commit boundary")
+
 // ErrPanic wraps a panic recovered from an injected component.
 var ErrPanic = errors.New("runtime: recovered panic")
 

@@ -100,6 +100,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
+		select {
+		case <-r.in.Drain:
+			return nil, r.drain(ctx)
+		default:
+		}
 		switch r.cp.Phase {
 		case PhaseModel:
 			if err := r.modelStep(ctx); err != nil {
@@ -114,6 +119,27 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("runtime: checkpoint revision %d has unknown phase %q", r.cp.Revision, r.cp.Phase)
 		}
 	}
+}
+
+// drain stops between commits. A call this attempt put in dispatching (the
+// merged postresult + predispatch commit) has not started: one more commit
+// puts it back to pending, so the next attempt dispatches it instead of
+// reporting an unknown effect.
+func (r *runner) drain(ctx context.Context) error {
+	for i, c := range r.cp.Calls {
+		if c.State.Terminal() {
+			continue
+		}
+		if c.State == CallDispatching && r.fresh[c.ID] && r.cp.Phase == PhaseCalls {
+			next := r.cp.clone()
+			next.Calls[i].State = CallPending
+			if err := r.commit(ctx, next); err != nil {
+				return errors.Join(ErrDrained, err)
+			}
+		}
+		break
+	}
+	return ErrDrained
 }
 
 // start commits revision 1 with the user message (C2).

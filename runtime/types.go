@@ -104,6 +104,10 @@ type Input struct {
 	Clock Clock
 	// IDs supplies the run key chosen at revision 1; nil means random.
 	IDs IDSource
+	// Drain, when closed, stops the attempt at its next commit boundary
+	// with ErrDrained: nothing in flight is interrupted (a graceful
+	// shutdown). Cancelling ctx instead stops it at once.
+	Drain <-chan struct{}
 }
 
 // Clock supplies the time. The loop reads it only for attribution and

@@ -24,15 +24,18 @@ func TestMain(m *testing.M) {
 
 const example = "../../examples/agents/researcher.yaml"
 
-// The README's first command: offline, end to end, twice on the same data
-// directory (the second run reuses the stream and the buckets).
+// The README's first command, as a subprocess: offline, end to end, twice
+// on the same data directory (the second run reuses the stream and the
+// buckets).
 func TestReadmeCommand(t *testing.T) {
 	dir := t.TempDir()
 	for i := 0; i < 2; i++ {
 		var out, errb bytes.Buffer
-		code := runCmd([]string{"--data", dir, example, "Is the Great Wall visible from orbit?"}, &out, &errb)
-		if code != 0 {
-			t.Fatalf("run %d: exit %d\n%s\n%s", i, code, out.String(), errb.String())
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CAIRN_NODE_ARGS="+strings.Join([]string{"run", "--data", dir, example, "Is the Great Wall visible from orbit?"}, "\x1f"))
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("run %d: %v\n%s\n%s", i, err, out.String(), errb.String())
 		}
 		for _, want := range []string{"-> spawn_fact_checker", "-> spawn_summarizer", "parked", "fact-checker  == completed",
 			"summarizer    == completed", "researcher    == completed", `"verdict": "refuted"`, "== totals: 7 model steps"} {

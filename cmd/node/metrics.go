@@ -21,6 +21,7 @@ type metrics struct {
 	mu            sync.Mutex
 	toolCalls     map[string]int64
 	parks         int64
+	parked        map[string]bool
 	completions   int64
 	modelRequests map[string]int64
 	tokens        map[[2]string]int64
@@ -38,7 +39,7 @@ type histogram struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, tokens: map[[2]string]int64{},
+	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, tokens: map[[2]string]int64{}, parked: map[string]bool{},
 		commits: histogram{counts: make([]int64, len(commitBuckets))}}
 }
 
@@ -59,14 +60,17 @@ func (m *metrics) commit(d time.Duration, err error) {
 	m.commits.n++
 }
 
-func (m *metrics) event(_ events.Run, ev runtime.SinkEvent) {
+func (m *metrics) event(r events.Run, ev runtime.SinkEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// A run is parked from its waiting event until its next event.
+	delete(m.parked, r.RunID)
 	switch ev.Kind {
 	case runtime.SinkToolCall:
 		m.toolCalls[ev.Tool]++
 	case runtime.SinkWaiting:
 		m.parks++
+		m.parked[r.RunID] = true
 	case runtime.SinkCompleted:
 		m.completions++
 	}
@@ -111,6 +115,7 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	fmt.Fprintf(w, "# HELP cairn_js_executions_total run_js scripts dispatched.\n# TYPE cairn_js_executions_total counter\ncairn_js_executions_total %d\n", m.toolCalls[jstool.Name])
 	fmt.Fprintf(w, "# HELP cairn_parks_total Times a run parked waiting for children.\n# TYPE cairn_parks_total counter\ncairn_parks_total %d\n", m.parks)
+	fmt.Fprintf(w, "# HELP cairn_parked_runs Runs parked on this node, waiting for children.\n# TYPE cairn_parked_runs gauge\ncairn_parked_runs %d\n", len(m.parked))
 	fmt.Fprintf(w, "# HELP cairn_completions_total Runs completed on this node.\n# TYPE cairn_completions_total counter\ncairn_completions_total %d\n", m.completions)
 	fmt.Fprintln(w, "# HELP cairn_model_requests_total Model requests, by agent.\n# TYPE cairn_model_requests_total counter")
 	for _, k := range sortedKeys(m.modelRequests) {
