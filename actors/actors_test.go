@@ -78,19 +78,32 @@ func (m childModel) Generate(ctx context.Context, req model.Request) (*model.Res
 
 type harness struct {
 	nc     *nats.Conn
-	parent *model.Scripted
+	parent model.Model
 	child  model.Model
 	sink   func(run events.Run, ev runtime.SinkEvent)
-	node   *actors.Node
+	// budget of the planner's root runs; zero means 50 steps.
+	budget runtime.Budget
+	// idle passivates actors; zero means 2s.
+	idle time.Duration
+	node *actors.Node
 }
 
-func (h *harness) start(t *testing.T) *actors.Node {
+// start starts a node with a planner (subagent: worker) on the harness's
+// models.
+func (h *harness) start(t testing.TB) *actors.Node {
 	t.Helper()
+	budget, idle := h.budget, h.idle
+	if budget.IsZero() {
+		budget = runtime.Budget{Steps: 50}
+	}
+	if idle == 0 {
+		idle = 2 * time.Second
+	}
 	n, err := actors.Start(context.Background(), actors.Config{
 		Conn: h.nc,
 		Agents: []actors.Agent{
 			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 50}},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: budget},
 			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
 				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
 		},
@@ -101,7 +114,7 @@ func (h *harness) start(t *testing.T) *actors.Node {
 			return h.child, nil
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
-		IdleTimeout: 2 * time.Second, Logger: testLogger(t), Sink: h.sink,
+		IdleTimeout: idle, Logger: testLogger(t), Sink: h.sink,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -318,26 +331,9 @@ func TestForeignCallRefused(t *testing.T) {
 func TestBudgetAcrossParentAndChildren(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	var childCalls atomic.Int64
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{calls: &childCalls}}
-	n, err := actors.Start(context.Background(), actors.Config{
-		Conn: nc,
-		Agents: []actors.Agent{
-			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 4}},
-			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
-		},
-		Model: func(def runtime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
-				return h.parent, nil
-			}
-			return h.child, nil
-		},
-		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := threeChildren()
+	h := &harness{nc: nc, parent: parent, child: childModel{calls: &childCalls}, budget: runtime.Budget{Steps: 4}}
+	n := h.start(t)
 	defer n.Close()
 	sess, run, err := n.Run(context.Background(), "planner", "Too much.")
 	if err != nil {
@@ -355,12 +351,12 @@ func TestBudgetAcrossParentAndChildren(t *testing.T) {
 	}
 	// Every reservation was followed by one model request and no request
 	// went without one: parent and children together made exactly 4.
-	if got := int64(len(h.parent.Requests())) + childCalls.Load(); got != 4 {
+	if got := int64(len(parent.Requests())) + childCalls.Load(); got != 4 {
 		t.Fatalf("%d model requests for 4 reserved steps", got)
 	}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(testing.TB) *slog.Logger {
 	if os.Getenv("CAIRN_TEST_LOG") == "" {
 		return nil
 	}
@@ -519,27 +515,8 @@ func (c *continuer) Generate(ctx context.Context, req model.Request) (*model.Res
 // session's transcript, on the root's budget.
 func TestContinueCompletedChildSession(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	h := &harness{nc: nc, parent: &model.Scripted{}, child: childModel{}}
-	parent := &continuer{}
-	n, err := actors.Start(context.Background(), actors.Config{
-		Conn: nc,
-		Agents: []actors.Agent{
-			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 20}},
-			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
-		},
-		Model: func(def runtime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
-				return parent, nil
-			}
-			return h.child, nil
-		},
-		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := &harness{nc: nc, parent: &continuer{}, child: childModel{}, budget: runtime.Budget{Steps: 20}}
+	n := h.start(t)
 	defer n.Close()
 	sess, run, err := n.Run(context.Background(), "planner", "Continue a child.")
 	if err != nil {
@@ -619,26 +596,8 @@ func TestCrashAfterReservationCostsAStep(t *testing.T) {
 func TestWallClockBudgetEndsParkedRun(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	g := &gate{} // never released
-	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}}
-	n, err := actors.Start(context.Background(), actors.Config{
-		Conn: nc,
-		Agents: []actors.Agent{
-			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Timeout: 2 * time.Second}},
-			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
-		},
-		Model: func(def runtime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
-				return h.parent, nil
-			}
-			return h.child, nil
-		},
-		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, budget: runtime.Budget{Timeout: 2 * time.Second}}
+	n := h.start(t)
 	defer n.Close()
 	sess, run, err := n.Run(context.Background(), "planner", "Out of time.")
 	if err != nil {

@@ -2,17 +2,14 @@ package actors_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/cairn-agents/cairn/actors"
 	cruntime "github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
-	"github.com/cairn-agents/cairn/runtime/runtimetest"
 	"github.com/cairn-agents/cairn/store/jetstream"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
@@ -33,7 +30,7 @@ func oneChild() *model.Scripted {
 func BenchmarkSpawnRoundTrip(b *testing.B) {
 	nc := natstest.Connect(b, natstest.Server(b))
 	h := &harness{nc: nc, parent: oneChild(), child: childModel{}}
-	n := h.start(&testing.T{})
+	n := h.start(b)
 	defer n.Close()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -68,27 +65,8 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 	nc := natstest.Connect(b, srv)
 	g := &gate{}
 	p := &parked{}
-	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, sink: p.sink}
-	n, err := actors.Start(context.Background(), actors.Config{
-		Conn: nc,
-		Agents: []actors.Agent{
-			{Definition: cruntime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
-				Limits: cruntime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
-			{Definition: cruntime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
-				Limits: cruntime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
-		},
-		Model: func(def cruntime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
-				return h.parent, nil
-			}
-			return h.child, nil
-		},
-		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: cruntime.Secrets{},
-		IdleTimeout: time.Second, Sink: p.sink,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, sink: p.sink, budget: cruntime.Budget{Timeout: 24 * time.Hour}, idle: time.Second}
+	n := h.start(b)
 	defer n.Close()
 	heap := func() uint64 {
 		runtime.GC()
