@@ -101,21 +101,23 @@ func (r *runner) callStep(ctx context.Context) (*Result, error) {
 func (r *runner) finishCall(ctx context.Context, i int, out outcome) (*Result, error) {
 	next := r.cp.clone()
 	rev := r.cp.Revision + 1
-	result := func(c CallRecord, state CallState, content string, att []model.Attachment) *model.Message {
+	// result appends a call's tool result message; the journal keeps only
+	// its ID, so a commit carries each result once (in Append), and the
+	// checkpoint stays small however many calls the response has.
+	result := func(j int, state CallState, content string, att []model.Attachment) {
+		c := &next.Calls[j]
 		m := model.Message{ID: messageID(next.RunKey, rev, len(next.Append)), Role: model.RoleTool, Parts: []model.Part{{
 			Type:       model.PartToolResult,
 			ToolResult: &model.ToolResult{CallID: c.ID, Name: c.Name, Content: content, IsError: state != CallDone, Attachments: att},
 		}}}
 		next.Append = append(next.Append, m)
-		return &m
+		c.State, c.ResultID = state, m.ID
 	}
-	next.Calls[i].State = out.state
-	next.Calls[i].Result = result(next.Calls[i], out.state, out.content, out.attachments)
+	result(i, out.state, out.content, out.attachments)
 	switch {
 	case out.reply != nil:
 		for j := i + 1; j < len(next.Calls); j++ {
-			next.Calls[j].State = CallSkipped
-			next.Calls[j].Result = result(next.Calls[j], CallSkipped, skippedText, nil)
+			result(j, CallSkipped, skippedText, nil)
 		}
 		next.Reply = out.reply
 		next.Phase = PhaseCompleted
@@ -124,17 +126,17 @@ func (r *runner) finishCall(ctx context.Context, i int, out outcome) (*Result, e
 	default:
 		next.Phase = PhaseModel
 	}
+	appended := next.Append // commit keeps the payload; the checkpoint held after it does not need it
 	if err := r.commit(ctx, next); err != nil {
 		return nil, err
 	}
 	if i+1 < len(next.Calls) && next.Calls[i+1].State == CallDispatching {
 		r.fresh[next.Calls[i+1].ID] = true
 	}
-	for _, c := range next.Calls[i:] {
-		if c.Result != nil && (c.ID == next.Calls[i].ID || c.State == CallSkipped) {
-			r.emit(ctx, SinkEvent{Kind: SinkToolResult, Revision: next.Revision, MessageID: c.Result.ID, CallID: c.ID, Tool: c.Name,
-				Text: c.Result.Parts[0].ToolResult.Content, IsError: c.State != CallDone})
-		}
+	for k, m := range appended {
+		c := next.Calls[i+k]
+		r.emit(ctx, SinkEvent{Kind: SinkToolResult, Revision: next.Revision, MessageID: m.ID, CallID: c.ID, Tool: c.Name,
+			Text: m.Parts[0].ToolResult.Content, IsError: c.State != CallDone})
 	}
 	if next.Reply != nil {
 		r.emit(ctx, SinkEvent{Kind: SinkCompleted, Revision: next.Revision, Text: replyText(next.Reply)})

@@ -69,8 +69,9 @@ type CallRecord struct {
 	Name  string    `json:"name"`
 	Args  string    `json:"args"`
 	State CallState `json:"state"`
-	// Result is the committed tool result message (postresult).
-	Result *model.Message `json:"result,omitempty"`
+	// ResultID names the call's tool result message in the transcript,
+	// appended by its postresult commit.
+	ResultID string `json:"result_id,omitempty"`
 }
 
 // clone starts the next commit from cp. It drops Append: a loaded or

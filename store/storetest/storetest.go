@@ -141,7 +141,7 @@ func full(rev int64) *runtime.Checkpoint {
 		Version: runtime.CheckpointVersion, ContractHash: "abc", Revision: rev, RunKey: "k", Phase: runtime.PhaseCompleted, Step: 3,
 		ResponseID: "k-1-0",
 		Calls: []runtime.CallRecord{
-			{ID: "c1", Name: "run_js", Args: `{"code": "return 1"` /* malformed on purpose */, State: runtime.CallError, Result: &res},
+			{ID: "c1", Name: "run_js", Args: `{"code": "return 1"` /* malformed on purpose */, State: runtime.CallError, ResultID: res.ID},
 			{ID: "c2", Name: "complete", Args: `{"type":"output","output":{"n":12345678901234567890}}`, State: runtime.CallDone},
 			{ID: "c3", Name: "get_calls", Args: `{}`, State: runtime.CallSkipped},
 		},

@@ -1,0 +1,326 @@
+// Command bench measures Cairn against its physical limit, side by side in
+// one process on one embedded NATS server started exactly as the node
+// starts it, and prints a markdown table of ratios (the figure that matters
+// on a shared, noisy machine).
+//
+//	go run ./test/bench                      # every scenario, 3 repetitions
+//	go run ./test/bench -scenarios B1 -d 2s  # one scenario, shorter
+//	go run ./test/bench -smoke               # a quick run that only checks it works (CI)
+//
+// Scenarios so far: B1 (fenced publish vs SaveCheckpoint) and B2 (one run's
+// tool-call throughput vs raw commits per call), each at SyncAlways and, for
+// B2, at the default sync interval too.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jsexec"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+type config struct {
+	duration  time.Duration
+	reps      int
+	writers   []int
+	scenarios map[string]bool
+}
+
+type row struct {
+	scenario, what, cairn, baseline string
+	ratio                            []float64
+	target                           float64
+	note                             string
+}
+
+func main() {
+	jsexec.MaybeRunWorker()
+	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
+	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
+	scen := flag.String("scenarios", "B1,B2", "scenarios to run")
+	writers := flag.String("writers", "1,64,512", "concurrent writers for B1")
+	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
+	flag.Parse()
+	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}}
+	for _, s := range strings.Split(*scen, ",") {
+		cfg.scenarios[strings.TrimSpace(s)] = true
+	}
+	for _, w := range strings.Split(*writers, ",") {
+		var n int
+		fmt.Sscan(w, &n)
+		if n > 0 {
+			cfg.writers = append(cfg.writers, n)
+		}
+	}
+	if *smoke {
+		cfg.duration, cfg.reps, cfg.writers = 200*time.Millisecond, 1, []int{1, 4}
+	}
+	rows, err := run(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	print(os.Stdout, rows)
+}
+
+func run(ctx context.Context, cfg config) ([]row, error) {
+	var rows []row
+	if cfg.scenarios["B1"] {
+		r, err := b1(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B2"] {
+		for _, noSync := range []bool{false, true} {
+			r, err := b2(ctx, cfg, noSync)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+func print(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| scenario | measure | Cairn | baseline (same process) | ratio median (min-max) | target | note |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		rs := append([]float64(nil), r.ratio...)
+		sort.Float64s(rs)
+		med := rs[len(rs)/2]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f (%.2f-%.2f) | >= %.1f | %s |\n", r.scenario, r.what, r.cairn, r.baseline, med, rs[0], rs[len(rs)-1], r.target, r.note)
+	}
+}
+
+// server starts an embedded server as the node does (SyncAlways unless
+// noSync) in a temporary directory.
+func server(noSync bool) (*jetstream.Server, *nats.Conn, func(), error) {
+	dir, err := os.MkdirTemp("", "cairn-bench-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: dir, Port: -1, NoSync: noSync})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	nc, err := srv.Connect()
+	if err != nil {
+		srv.Shutdown()
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	return srv, nc, func() { nc.Close(); srv.Shutdown(); os.RemoveAll(dir) }, nil
+}
+
+type stats struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+// load runs commit functions, one per writer, for d and returns the rate
+// and latency percentiles.
+func load(d time.Duration, writers int, newWriter func(w int) (func(context.Context) error, error)) (stats, error) {
+	fns := make([]func(context.Context) error, writers)
+	for w := range fns {
+		fn, err := newWriter(w)
+		if err != nil {
+			return stats{}, err
+		}
+		fns[w] = fn
+	}
+	lat := make([][]time.Duration, writers)
+	var stop atomic.Bool
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for !stop.Load() {
+				t0 := time.Now()
+				if err := fns[w](context.Background()); err != nil {
+					once.Do(func() { firstErr = err })
+					stop.Store(true)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}(w)
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return stats{}, firstErr
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return stats{}, fmt.Errorf("no operation completed")
+	}
+	slices.Sort(all)
+	return stats{rate: float64(len(all)) / elapsed.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100]}, nil
+}
+
+var payload = strings.Repeat("x", 1024)
+
+// rawWriter is the baseline: a 1 KiB publish fenced on its subject's last
+// sequence, acknowledged synchronously.
+func rawWriter(js njs.JetStream, subject string) func(context.Context) error {
+	var last uint64
+	return func(ctx context.Context) error {
+		msg := nats.NewMsg(subject)
+		msg.Data = []byte(payload)
+		ack, err := js.PublishMsg(ctx, msg, njs.WithExpectLastSequenceForSubject(last, subject))
+		if err == nil {
+			last = ack.Sequence
+		}
+		return err
+	}
+}
+
+var round atomic.Int64
+
+// b1: raw fenced publish vs SaveCheckpoint of an equivalent checkpoint.
+func b1(ctx context.Context, cfg config) ([]row, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	s, err := jetstream.New(ctx, nc, jetstream.Config{})
+	if err != nil {
+		return nil, err
+	}
+	js, _ := njs.New(nc)
+	var rows []row
+	for _, writers := range cfg.writers {
+		r := row{scenario: "B1", what: fmt.Sprintf("commits/s, %d writer(s)", writers), target: 0.8, note: "SyncAlways"}
+		for rep := 0; rep < cfg.reps; rep++ {
+			id := round.Add(1)
+			raw, err := load(cfg.duration, writers, func(w int) (func(context.Context) error, error) {
+				return rawWriter(js, fmt.Sprintf("cairn.sess.raw%d-%d.run.r.c.step", id, w)), nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			st, err := load(cfg.duration, writers, func(w int) (func(context.Context) error, error) {
+				h, err := s.Open(ctx, fmt.Sprintf("b1-%d-%d", id, w), "r")
+				if err != nil {
+					return nil, err
+				}
+				if _, err := h.Load(ctx); err != nil {
+					return nil, err
+				}
+				rev := int64(0)
+				return func(ctx context.Context) error {
+					rev++
+					return h.SaveCheckpoint(ctx, &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
+						Append: []model.Message{model.TextMessage(fmt.Sprintf("k-%d-0", rev), model.RoleUser, payload)}})
+				}, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			r.ratio = append(r.ratio, st.rate/raw.rate)
+			r.cairn = fmt.Sprintf("%.0f/s p50 %s p99 %s", st.rate, st.p50.Round(10*time.Microsecond), st.p99.Round(10*time.Microsecond))
+			r.baseline = fmt.Sprintf("%.0f/s p50 %s p99 %s", raw.rate, raw.p50.Round(10*time.Microsecond), raw.p99.Round(10*time.Microsecond))
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// b2: one run's tool-call throughput (scripted model, trivial run_js on the
+// in-process executor, JetStream store) against raw fenced commits/s
+// divided by the commits a call needs (one: a call's postresult is merged
+// with the next call's predispatch; the response commit is amortized over
+// the calls of the step).
+func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
+	_, nc, done, err := server(noSync)
+	if err != nil {
+		return row{}, err
+	}
+	defer done()
+	s, err := jetstream.New(ctx, nc, jetstream.Config{})
+	if err != nil {
+		return row{}, err
+	}
+	js, _ := njs.New(nc)
+	exec, err := jsexec.New(jsexec.WithMode(jsexec.ModeInProcess))
+	if err != nil {
+		return row{}, err
+	}
+	note := "SyncAlways"
+	if noSync {
+		note = "default sync interval: NOT durable against power loss"
+	}
+	const calls = 100
+	r := row{scenario: "B2", what: "tool calls/s, one run", target: 0.8, note: note}
+	for rep := 0; rep < cfg.reps; rep++ {
+		id := round.Add(1)
+		raw, err := load(cfg.duration, 1, func(int) (func(context.Context) error, error) {
+			return rawWriter(js, fmt.Sprintf("cairn.sess.rawb2%d.run.r.c.step", id)), nil
+		})
+		if err != nil {
+			return row{}, err
+		}
+		parts := make([]model.Part, calls)
+		for i := range parts {
+			parts[i] = model.Call(fmt.Sprintf("c%d", i), "run_js", `{"code":"return 1"}`)
+		}
+		steps := []model.Response{model.Reply(parts...), model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`))}
+		var total int
+		start := time.Now()
+		for time.Since(start) < cfg.duration {
+			h, err := s.Open(ctx, fmt.Sprintf("b2-%d-%d", id, total), "r")
+			if err != nil {
+				return row{}, err
+			}
+			host := runtimetest.NewHost(nil, nil, steps...)
+			in := host.Input(h)
+			in.ExecutorFactory = exec
+			in.Definition.Subagents, in.Subagents = nil, nil
+			in.Controller = &runtimetest.Controller{}
+			res, err := runtime.Run(ctx, in)
+			if err != nil || res.Reply == nil {
+				return row{}, fmt.Errorf("b2 run: %v", err)
+			}
+			total += calls + 1
+		}
+		rate := float64(total) / time.Since(start).Seconds()
+		// Commits per call: one per call, plus the run's start, its response
+		// commits and the completion spread over its calls.
+		perCall := float64(calls+3) / float64(calls+1)
+		base := raw.rate / perCall
+		r.ratio = append(r.ratio, rate/base)
+		r.cairn = fmt.Sprintf("%.0f calls/s", rate)
+		r.baseline = fmt.Sprintf("%.0f commits/s / %.2f = %.0f calls/s", raw.rate, perCall, base)
+	}
+	return r, nil
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cairn-agents/cairn/runtime/jsexec"
+)
+
+func TestMain(m *testing.M) {
+	jsexec.MaybeRunWorker()
+	os.Exit(m.Run())
+}
+
+// The harness runs (CI checks only that; the figures are reported, never
+// asserted: the machine is shared and noisy).
+func TestSmoke(t *testing.T) {
+	rows, err := run(context.Background(), config{duration: 100 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: map[string]bool{"B1": true, "B2": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	print(io.Discard, rows)
+}
+
+// BenchmarkB2 is B2 as a go benchmark (for benchstat across commits).
+func BenchmarkB2(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		rows, err := run(context.Background(), config{duration: time.Second, reps: 1, scenarios: map[string]bool{"B2": true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rows[0].ratio[0], "ratio-sync")
+		b.ReportMetric(rows[1].ratio[0], "ratio-nosync")
+	}
+}
