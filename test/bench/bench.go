@@ -44,9 +44,9 @@ type config struct {
 
 type row struct {
 	scenario, what, cairn, baseline string
-	ratio                            []float64
-	target                           float64
-	note                             string
+	ratio                           []float64
+	target                          float64
+	note                            string
 }
 
 func main() {
