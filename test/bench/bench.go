@@ -280,8 +280,11 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 	if noSync {
 		note = "default sync interval: NOT durable against power loss"
 	}
-	const calls = 100
-	r := row{scenario: "B2", what: "tool calls/s, one run", target: 0.8, note: note}
+	// A response of 10 calls, 10 steps: what a model does, not a stress test
+	// of a 100-call journal.
+	const perStep, nSteps = 10, 10
+	const calls = perStep * nSteps
+	r := row{scenario: "B2", what: "tool calls/s, one run (10 steps x 10 run_js)", target: 0.8, note: note}
 	for rep := 0; rep < cfg.reps; rep++ {
 		id := round.Add(1)
 		raw, err := load(cfg.duration, 1, func(int) (func(context.Context) error, error) {
@@ -290,11 +293,15 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 		if err != nil {
 			return row{}, err
 		}
-		parts := make([]model.Part, calls)
-		for i := range parts {
-			parts[i] = model.Call(fmt.Sprintf("c%d", i), "run_js", `{"code":"return 1"}`)
+		var steps []model.Response
+		for st := 0; st < nSteps; st++ {
+			parts := make([]model.Part, perStep)
+			for i := range parts {
+				parts[i] = model.Call(fmt.Sprintf("c%d-%d", st, i), "run_js", `{"code":"return 1"}`)
+			}
+			steps = append(steps, model.Reply(parts...))
 		}
-		steps := []model.Response{model.Reply(parts...), model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`))}
+		steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
 		var total int
 		start := time.Now()
 		for time.Since(start) < cfg.duration {
@@ -314,9 +321,10 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 			total += calls + 1
 		}
 		rate := float64(total) / time.Since(start).Seconds()
-		// Commits per call: one per call, plus the run's start, its response
-		// commits and the completion spread over its calls.
-		perCall := float64(calls+3) / float64(calls+1)
+		// Commits per call: one per call (postresult merged with the next
+		// predispatch), plus the run's start and one response commit per
+		// step, spread over the calls (the completion is a call).
+		perCall := float64(calls+1+1+nSteps+1) / float64(calls+1)
 		base := raw.rate / perCall
 		r.ratio = append(r.ratio, rate/base)
 		r.cairn = fmt.Sprintf("%.0f calls/s", rate)
