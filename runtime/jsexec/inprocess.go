@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cairn-agents/cairn/runtime/jstool"
@@ -17,14 +16,7 @@ type inProcess struct {
 	caps   []string
 	invoke jstool.InvokeFunc
 
-	// cmu guards closed and cancelRun, so Close can interrupt a running
-	// Execute without waiting for mu.
-	cmu       sync.Mutex
-	closed    bool
-	cancelRun context.CancelCauseFunc
-
-	// mu serializes Execute and the end of Close; it guards realm and host.
-	mu    sync.Mutex
+	gate  // its mu guards realm and host
 	realm *realm
 	host  *realmHost // nil until the first Execute
 }
@@ -110,22 +102,11 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 			out, err = jstool.Outcome{}, fmt.Errorf("jsexec: execute: internal error: %v", x)
 		}
 	}()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ectx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	e.cmu.Lock()
-	if e.closed {
-		e.cmu.Unlock()
-		return jstool.Outcome{}, ErrClosed
+	ectx, exit, err := e.enter(ctx)
+	if err != nil {
+		return jstool.Outcome{}, err
 	}
-	e.cancelRun = cancel
-	e.cmu.Unlock()
-	defer func() {
-		e.cmu.Lock()
-		e.cancelRun = nil
-		e.cmu.Unlock()
-	}()
+	defer exit()
 
 	if e.realm == nil {
 		r, err := newRealm(e.caps, e.s.limits, false)
@@ -215,19 +196,7 @@ func (e *inProcess) Close() (err error) {
 			err = fmt.Errorf("jsexec: close: internal error: %v", x)
 		}
 	}()
-	e.cmu.Lock()
-	if e.closed {
-		e.cmu.Unlock()
-		return nil
-	}
-	e.closed = true
-	if e.cancelRun != nil {
-		e.cancelRun(ErrClosed)
-	}
-	e.cmu.Unlock()
-	e.mu.Lock()
-	e.dropRealm()
-	e.mu.Unlock()
+	e.close(e.dropRealm)
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,11 +20,7 @@ type workerExecutor struct {
 	capSet map[string]bool
 	invoke jstool.InvokeFunc
 
-	cmu       sync.Mutex
-	closed    bool
-	cancelRun context.CancelCauseFunc
-
-	mu     sync.Mutex // serializes Execute and the end of Close
+	gate   // its mu guards proc and nextID
 	proc   *proc
 	nextID uint64
 
@@ -52,22 +47,11 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 			out, err = jstool.Outcome{}, fmt.Errorf("jsexec: execute: internal error: %v", x)
 		}
 	}()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ectx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	e.cmu.Lock()
-	if e.closed {
-		e.cmu.Unlock()
-		return jstool.Outcome{}, ErrClosed
+	ectx, exit, err := e.enter(ctx)
+	if err != nil {
+		return jstool.Outcome{}, err
 	}
-	e.cancelRun = cancel
-	e.cmu.Unlock()
-	defer func() {
-		e.cmu.Lock()
-		e.cancelRun = nil
-		e.cmu.Unlock()
-	}()
+	defer exit()
 
 	lim := e.s.limits
 	if len(s.Code) > lim.MaxSourceBytes {
@@ -240,22 +224,12 @@ func (e *workerExecutor) Close() (err error) {
 			err = fmt.Errorf("jsexec: close: internal error: %v", x)
 		}
 	}()
-	e.cmu.Lock()
-	if e.closed {
-		e.cmu.Unlock()
-		return nil
-	}
-	e.closed = true
-	if e.cancelRun != nil {
-		e.cancelRun(ErrClosed)
-	}
-	e.cmu.Unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.proc != nil {
-		e.proc.kill()
-		e.proc = nil
-	}
+	e.close(func() {
+		if e.proc != nil {
+			e.proc.kill()
+			e.proc = nil
+		}
+	})
 	return nil
 }
 
