@@ -88,16 +88,12 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 
 // latestRun returns the record of a session's most recent run.
 func (c *controller) latestRun(ctx context.Context, sessionID string) (*events.Run, error) {
-	m, err := c.n.log.last(ctx, events.SessionRunsCreated(sessionID))
-	if err != nil || m == nil {
-		return nil, err
-	}
-	e, err := events.Decode(m.Data)
-	if err != nil {
-		return nil, err
-	}
 	var r events.Run
-	return &r, e.Payload(&r)
+	found, err := c.n.log.lastPayload(ctx, events.SessionRunsCreated(sessionID), &r)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // start creates a child run (or finds the one a retry created), records it

@@ -197,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
-	n.log = &log{js: js, stream: stream, now: cfg.Now}
+	n.log = &log{js: js, store: n.store, now: cfg.Now}
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) (jetstream.KeyValue, error) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Storage: jetstream.FileStorage, Replicas: replicas})
@@ -697,17 +697,13 @@ func (n *Node) Lookup(ctx context.Context, runID string) (*events.Run, error) {
 	if err := events.ValidID(runID); err != nil {
 		return nil, err
 	}
-	m, err := n.log.last(ctx, events.Prefix+".sess.*.run."+runID+".created")
+	var r events.Run
+	found, err := n.log.lastPayload(ctx, events.Prefix+".sess.*.run."+runID+".created", &r)
 	if err != nil {
 		return nil, err
 	}
-	if m == nil {
+	if !found {
 		return nil, fmt.Errorf("%w: run %s", ErrNotFound, runID)
 	}
-	e, err := events.Decode(m.Data)
-	if err != nil {
-		return nil, err
-	}
-	var r events.Run
-	return &r, e.Payload(&r)
+	return &r, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // ChildIDs derives the session and run IDs of the child a parent run
@@ -32,20 +33,53 @@ func keyOf(s string) string {
 // log is the node's access to the run log outside the runtime's Store:
 // run records, end events, statuses.
 type log struct {
-	js     jetstream.JetStream
-	stream jetstream.Stream
-	now    func() time.Time
+	js    jetstream.JetStream
+	store *cjs.Store
+	now   func() time.Time
 }
 
 func (l *log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
+	m, err := l.store.Last(ctx, subject)
 	if err != nil {
-		return nil, fmt.Errorf("actors: read %s: %w", subject, err)
+		return nil, fmt.Errorf("actors: %w", err)
 	}
 	return m, nil
+}
+
+// lastPayload decodes the payload of the last event on subject into v. It
+// reports whether there was one.
+func (l *log) lastPayload(ctx context.Context, subject string, v any) (bool, error) {
+	m, err := l.last(ctx, subject)
+	if err != nil || m == nil {
+		return false, err
+	}
+	e, err := events.Decode(m.Data)
+	if err != nil {
+		return false, fmt.Errorf("actors: %s seq %d: %w", subject, m.Sequence, err)
+	}
+	return true, e.Payload(v)
+}
+
+// publish writes one event fenced against its session's last sequence.
+// A wrong-last-sequence answer is reported as runtime.ErrConflict.
+func (l *log) publish(ctx context.Context, subject string, ev events.Envelope, id string, expectSeq uint64) error {
+	body, hdrs, err := events.Encode(ev, id)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	for k, v := range hdrs {
+		msg.Header.Set(k, v)
+	}
+	_, err = l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(expectSeq, events.SessionAll(ev.SessionID)), jetstream.WithMsgID(id))
+	if cjs.IsConflict(err) {
+		return fmt.Errorf("actors: %s: session %s moved on: %w", id, ev.SessionID, runtime.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("actors: %s: %w", id, err)
+	}
+	return nil
 }
 
 // errExists reports a run record that is already there.
@@ -63,45 +97,28 @@ func (l *log) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*e
 		return nil, err
 	}
 	id := "created." + r.SessionID + "." + r.RunID
-	body, hdrs, err := events.Encode(ev, id)
-	if err != nil {
-		return nil, err
-	}
-	msg := nats.NewMsg(events.RunCreatedSubject(r.SessionID, r.RunID))
-	msg.Data = body
-	for k, v := range hdrs {
-		msg.Header.Set(k, v)
-	}
-	_, err = l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(expectSeq, events.SessionAll(r.SessionID)), jetstream.WithMsgID(id))
-	if err == nil {
+	err = l.publish(ctx, events.RunCreatedSubject(r.SessionID, r.RunID), ev, id, expectSeq)
+	if !errors.Is(err, runtime.ErrConflict) {
+		if err != nil {
+			return nil, err
+		}
 		return &r, nil
 	}
-	var api *jetstream.APIError
-	if errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		existing, rerr := l.readRun(ctx, r.SessionID, r.RunID)
-		if rerr != nil {
-			return nil, rerr
-		}
-		if existing != nil {
-			return existing, errExists
-		}
-		return nil, fmt.Errorf("actors: create run %s: session %s moved on: %w", r.RunID, r.SessionID, runtime.ErrConflict)
+	existing, rerr := l.readRun(ctx, r.SessionID, r.RunID)
+	if rerr != nil {
+		return nil, rerr
 	}
-	return nil, fmt.Errorf("actors: create run %s: %w", r.RunID, err)
+	if existing != nil {
+		return existing, errExists
+	}
+	return nil, err
 }
 
 // readRun returns a run's record, nil when there is none.
 func (l *log) readRun(ctx context.Context, sessionID, runID string) (*events.Run, error) {
-	m, err := l.last(ctx, events.RunCreatedSubject(sessionID, runID))
-	if err != nil || m == nil {
-		return nil, err
-	}
-	e, err := events.Decode(m.Data)
-	if err != nil {
-		return nil, fmt.Errorf("actors: run %s record: %w", runID, err)
-	}
 	var r events.Run
-	if err := e.Payload(&r); err != nil {
+	found, err := l.lastPayload(ctx, events.RunCreatedSubject(sessionID, runID), &r)
+	if err != nil || !found {
 		return nil, err
 	}
 	return &r, nil
@@ -116,35 +133,21 @@ type status struct {
 }
 
 func (l *log) status(ctx context.Context, sessionID, runID string) (status, error) {
-	m, err := l.last(ctx, events.RunEndedSubject(sessionID, runID))
+	var end events.Ended
+	found, err := l.lastPayload(ctx, events.RunEndedSubject(sessionID, runID), &end)
 	if err != nil {
 		return status{}, err
 	}
-	if m != nil {
-		e, err := events.Decode(m.Data)
-		if err != nil {
-			return status{}, err
-		}
-		var end events.Ended
-		if err := e.Payload(&end); err != nil {
-			return status{}, err
-		}
+	if found {
 		return status{Status: runtime.CallStatus(end.Status), Error: end.Reason}, nil
 	}
-	m, err = l.last(ctx, events.CheckpointSubject(sessionID, runID, true))
+	// Through the store: a large completion's payload is in the object store.
+	cp, err := l.store.LastCheckpoint(ctx, events.CheckpointSubject(sessionID, runID, true))
 	if err != nil {
-		return status{}, err
+		return status{}, fmt.Errorf("actors: run %s completion: %w", runID, err)
 	}
-	if m != nil {
-		e, err := events.Decode(m.Data)
-		if err != nil {
-			return status{}, err
-		}
-		var p events.Checkpoint
-		if err := e.Payload(&p); err != nil {
-			return status{}, fmt.Errorf("actors: run %s completion: %w", runID, err)
-		}
-		return status{Status: runtime.StatusCompleted, Reply: p.Checkpoint.Reply}, nil
+	if cp != nil {
+		return status{Status: runtime.StatusCompleted, Reply: cp.Reply}, nil
 	}
 	return status{Status: runtime.StatusRunning}, nil
 }
@@ -173,23 +176,12 @@ func (l *log) endRun(ctx context.Context, sessionID, runID string, st runtime.Ca
 		if err != nil {
 			return status{}, err
 		}
-		id := "ended." + sessionID + "." + runID
-		body, hdrs, err := events.Encode(ev, id)
-		if err != nil {
-			return status{}, err
-		}
-		msg := nats.NewMsg(events.RunEndedSubject(sessionID, runID))
-		msg.Data = body
-		for k, v := range hdrs {
-			msg.Header.Set(k, v)
-		}
-		_, err = l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(seq, events.SessionAll(sessionID)), jetstream.WithMsgID(id))
+		err = l.publish(ctx, events.RunEndedSubject(sessionID, runID), ev, "ended."+sessionID+"."+runID, seq)
 		if err == nil {
 			return status{Status: st, Error: reason}, nil
 		}
-		var api *jetstream.APIError
-		if !errors.As(err, &api) || (api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return status{}, fmt.Errorf("actors: end run %s: %w", runID, err)
+		if !errors.Is(err, runtime.ErrConflict) {
+			return status{}, err
 		}
 		// The run wrote meanwhile: read again.
 	}

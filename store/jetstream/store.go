@@ -768,3 +768,25 @@ func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
 	}
 	return nil
 }
+
+// Last returns the last message on subject (wildcards allowed), nil when
+// there is none; on a replicated stream it reads from the stream leader.
+// Readers of the log outside the store (the node's run records) use it so
+// that their decisions rest on the same reads as the store's.
+func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	return s.last(ctx, subject)
+}
+
+// LastCheckpoint decodes the last checkpoint commit on subject, resolving
+// a payload kept in the object store; nil when there is none.
+func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Checkpoint, error) {
+	m, err := s.last(ctx, subject)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	return s.decodeCheckpoint(ctx, m)
+}
+
+// IsConflict reports a server's wrong-last-sequence answer to a fenced
+// publish: 10071 on a single replica, 10164 on a replicated stream.
+func IsConflict(err error) bool { return conflict(err) }
