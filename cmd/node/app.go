@@ -73,29 +73,30 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	started := false
+	defer func() {
+		if !started {
+			closeNATS()
+		}
+	}()
 	js, err := njs.New(nc)
 	if err != nil {
-		closeNATS()
 		return nil, err
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage})
 	if err != nil {
-		closeNATS()
 		return nil, fmt.Errorf("kv: %w", err)
 	}
 	executors, err := jsexec.New()
 	if err != nil {
-		closeNATS()
 		return nil, err
 	}
 	ext, err := discover(ctx, nc, o.discoverWait())
 	if err != nil {
-		closeNATS()
 		return nil, err
 	}
 	caps, err := catalog(builtinCapabilities(), ext)
 	if err != nil {
-		closeNATS()
 		return nil, err
 	}
 	cfg := actors.Config{
@@ -116,9 +117,9 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	node, err := actors.Start(ctx, cfg)
 	if err != nil {
-		closeNATS()
 		return nil, err
 	}
+	started = true
 	return &app{dep: dep, nc: nc, js: js, node: node, close: func() { node.Close(); closeNATS() }}, nil
 }
 

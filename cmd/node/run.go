@@ -79,30 +79,26 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 		return fmt.Errorf("%s: not an agent definition", o.file)
 	}
 	node := a.node
-	var sessionID, runID string
+	var sessionID, runID, rootRunID string
 	if o.resume != "" {
 		rec, err := node.Lookup(ctx, o.resume)
 		if err != nil {
 			return err
 		}
-		sessionID, runID = rec.SessionID, rec.RunID
+		sessionID, runID, rootRunID = rec.SessionID, rec.RunID, rec.RootRunID
 		p.say("resuming run %s (%s) from its last commit", runID, rec.Agent)
 	} else {
 		if sessionID, runID, err = node.Run(ctx, root.spec.Slug, o.task); err != nil {
 			return err
 		}
+		rootRunID = runID
 		p.say("run %s of %s started (session %s)", runID, root.spec.Slug, sessionID)
 	}
 	st, reply, err := node.Result(ctx, sessionID, runID)
 	if ctx.Err() != nil {
 		return &interruptedError{run: runID}
 	}
-	steps, in, outTok, uerr := node.Usage(context.Background(), runID)
-	if o.resume != "" {
-		if rec, lerr := node.Lookup(context.Background(), runID); lerr == nil {
-			steps, in, outTok, uerr = node.Usage(context.Background(), rec.RootRunID)
-		}
-	}
+	steps, in, outTok, uerr := node.Usage(context.Background(), rootRunID)
 	if err != nil {
 		return err
 	}
