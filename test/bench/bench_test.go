@@ -39,3 +39,16 @@ func BenchmarkB2(b *testing.B) {
 		b.ReportMetric(rows[1].ratio[0], "ratio-nosync")
 	}
 }
+
+// BenchmarkB1 is B1 as a go benchmark: the store's commit rate over the raw
+// fenced publish, 1 and 64 writers.
+func BenchmarkB1(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		rows, err := run(context.Background(), config{duration: time.Second, reps: 1, writers: []int{1, 64}, scenarios: map[string]bool{"B1": true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rows[0].ratio[0], "ratio-1-writer")
+		b.ReportMetric(rows[1].ratio[0], "ratio-64-writers")
+	}
+}
