@@ -1,0 +1,220 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jstool"
+)
+
+// lockedBuffer is a log sink the supervisor goroutines write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startHelper starts a Host on the helper server; listed receives the
+// server's name after each relisting.
+func startHelper(t *testing.T, sc ServerConfig) (*Host, chan string, *lockedBuffer) {
+	t.Helper()
+	listed := make(chan string, 16)
+	logs := &lockedBuffer{}
+	h, err := Start(context.Background(), &Config{Servers: []ServerConfig{sc}}, Options{
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Blobs: &memBlobs{}, Redactor: runtime.Secrets{"hunter2"},
+		listed: func(s string) { listed <- s },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h, listed, logs
+}
+
+func invoke(h *Host, agent, capability, args string) (jstool.Value, error) {
+	return h.Backend(agent, nil).Invoke(context.Background(), jstool.Invocation{ScriptCallID: "c1", Seq: 1, Capability: capability, Args: json.RawMessage(args)})
+}
+
+func text(t *testing.T, v jstool.Value) string {
+	t.Helper()
+	var r resultValue
+	if err := json.Unmarshal(v.JSON, &r); err != nil {
+		t.Fatalf("value %s: %v", v.JSON, err)
+	}
+	return r.Text
+}
+
+func TestBindingAndCatalog(t *testing.T) {
+	sc, _ := helperConfig(t, "count", "pick")
+	sc.Effects = map[string]string{"count": runtime.EffectIdempotent}
+	h, _, logs := startHelper(t, sc)
+	caps := h.Capabilities()
+	if len(caps) != 2 || caps[0].Name != "helper.count" || caps[1].Name != "helper.pick" {
+		t.Fatalf("capabilities = %+v", caps)
+	}
+	if caps[0].Effect != runtime.EffectIdempotent || caps[1].Effect != runtime.EffectReadOnly {
+		t.Errorf("effects: count %q (configured idempotent), pick %q (readOnlyHint)", caps[0].Effect, caps[1].Effect)
+	}
+	if strings.Contains(string(caps[1].InputSchema), `"if"`) || !strings.Contains(string(caps[1].InputSchema), `"anyOf"`) {
+		t.Errorf("pick's schema was not converted: %s", caps[1].InputSchema)
+	}
+	if g := h.Grants(); len(g) != 1 || strings.Join(g["agent"], ",") != "helper.count,helper.pick" {
+		t.Errorf("grants = %v", g)
+	}
+	if !strings.Contains(logs.String(), "rewrote if/then/else") {
+		t.Errorf("the conversion was not logged:\n%s", logs.String())
+	}
+	// The helper prints a secret on stderr: logged, redacted.
+	if strings.Contains(logs.String(), "hunter2") {
+		t.Errorf("a secret reached the log:\n%s", logs.String())
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Run("allowed tool not offered", func(t *testing.T) {
+		sc, _ := helperConfig(t, "count", "nope")
+		_, err := Start(context.Background(), &Config{Servers: []ServerConfig{sc}}, Options{})
+		if err == nil || !strings.Contains(err.Error(), `tools[1]: the server does not offer "nope"`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("schema the gate refuses", func(t *testing.T) {
+		sc, _ := helperConfig(t, "count", "bad")
+		sc.Env[helperBadTools] = "1"
+		_, err := Start(context.Background(), &Config{Servers: []ServerConfig{sc}}, Options{})
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Server != "helper" || se.Tool != "bad" || se.Keyword != "patternProperties" {
+			t.Fatalf("err = %v, want a SchemaError for helper/bad/patternProperties", err)
+		}
+		if !strings.Contains(err.Error(), "server helper: tool bad: input schema: keyword patternProperties") {
+			t.Errorf("message does not name server, tool and keyword: %v", err)
+		}
+	})
+	t.Run("command that does not exist", func(t *testing.T) {
+		sc := ServerConfig{Name: "gone", Command: []string{"/nonexistent/mcp-server"}, Tools: []string{"x"}, Agents: []string{"a"}}
+		_, err := Start(context.Background(), &Config{Servers: []ServerConfig{sc}}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "mcp: server gone: connect") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestAuthorizationPerCall(t *testing.T) {
+	sc, counter := helperConfig(t, "count")
+	h, _, _ := startHelper(t, sc)
+	if _, err := invoke(h, "intruder", "helper.count", `{}`); !errors.Is(err, ErrNotGranted) {
+		t.Fatalf("err = %v, want ErrNotGranted", err)
+	}
+	if _, err := os.Stat(counter); !os.IsNotExist(err) {
+		t.Fatal("the refused call reached the server")
+	}
+	if _, err := invoke(h, "agent", "kv.get", `{}`); !errors.Is(err, jstool.ErrUnknownCapability) {
+		t.Fatalf("err = %v, want ErrUnknownCapability", err)
+	}
+}
+
+// TestCrashMidCall: the server exits in the middle of a call. The call
+// fails with ErrServerLost, the supervisor starts a new process, and the
+// next call is served by it.
+func TestCrashMidCall(t *testing.T) {
+	sc, _ := helperConfig(t, "count", "crash")
+	h, listed, logs := startHelper(t, sc)
+	srv := h.server("helper")
+	first := srv.pid()
+	if first == 0 {
+		t.Fatal("no process")
+	}
+	_, err := invoke(h, "agent", "helper.crash", `{}`)
+	if !errors.Is(err, ErrServerLost) {
+		t.Fatalf("crash: err = %v, want ErrServerLost", err)
+	}
+	<-listed // the restarted server was listed
+	v, err := invoke(h, "agent", "helper.count", `{}`)
+	if err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if got := text(t, v); got != "count=1" {
+		t.Errorf("count = %q", got)
+	}
+	if second := srv.pid(); second == 0 || second == first {
+		t.Errorf("pids %d then %d: the server was not restarted", first, second)
+	}
+	if srv.started() != 2 {
+		t.Errorf("starts = %d, want 2", srv.started())
+	}
+	if !strings.Contains(logs.String(), "reconnecting") {
+		t.Errorf("the restart was not logged:\n%s", logs.String())
+	}
+}
+
+// TestKilledServerRestarts: a server killed from outside between calls.
+func TestKilledServerRestarts(t *testing.T) {
+	sc, _ := helperConfig(t, "count")
+	h, listed, _ := startHelper(t, sc)
+	srv := h.server("helper")
+	if err := syscall.Kill(srv.pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-listed
+	if _, err := invoke(h, "agent", "helper.count", `{}`); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+}
+
+// TestToolsListChanged: a bound tool the server stops offering fails with
+// ErrUnavailable (it is never called); offered again, unchanged, it works.
+func TestToolsListChanged(t *testing.T) {
+	sc, counter := helperConfig(t, "count", "drop", "restore")
+	h, listed, _ := startHelper(t, sc)
+	if _, err := invoke(h, "agent", "helper.drop", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	<-listed
+	if _, err := invoke(h, "agent", "helper.count", `{}`); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no longer offers") {
+		t.Fatalf("dropped tool: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := os.Stat(counter); !os.IsNotExist(err) {
+		t.Fatal("the dropped tool was called")
+	}
+	if _, err := invoke(h, "agent", "helper.restore", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	<-listed
+	if _, err := invoke(h, "agent", "helper.count", `{}`); err != nil {
+		t.Fatalf("restored tool: %v", err)
+	}
+}
+
+func TestArgumentsPassThrough(t *testing.T) {
+	sc, _ := helperConfig(t, "pick")
+	h, _, _ := startHelper(t, sc)
+	// The gate's schema is checked by the canonical invoker, not here: the
+	// backend passes what it is given, and the server's own check refuses.
+	v, err := invoke(h, "agent", "helper.pick", `{"kind":"bag"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, v); got != `{"kind":"bag"}` {
+		t.Errorf("text = %q", got)
+	}
+}
