@@ -27,6 +27,7 @@ type (
 // the run is parked; the attempt runs off the mailbox and reports back.
 type runActor struct {
 	n       *Node
+	m       *member // the member this activation lives on
 	session string
 	run     string
 	running bool
@@ -42,6 +43,7 @@ func (a *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		a.session, a.run, _ = strings.Cut(m.Identity.Identity, ".")
+		a.m.setLocal(m.Identity.Identity, true)
 		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
 	case *actorspb.Wake:
 		a.wake(ctx, m.Reason)
@@ -72,12 +74,28 @@ func (a *runActor) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self()) // passivate: the run's state is in the log
 		}
 	case *actor.Stopping:
+		// Work in hand (an attempt, a retry) while the actor is stopped
+		// from outside: a topology change moved the run to another member
+		// (disthash poisons what a member no longer owns). The new owner
+		// gets the wake, activates the run and takes its lease.
+		handoff := !a.done && !a.stopped && (a.running || a.timer != nil)
 		if a.cancel != nil {
 			a.cancel()
 		}
 		if a.timer != nil {
 			a.timer.Stop()
 		}
+		if handoff && a.m.ctx.Err() == nil {
+			a.n.mu.Lock()
+			closed := a.n.closed
+			a.n.mu.Unlock()
+			if !closed {
+				a.n.logger.Info("actors: run moved to another member; handing it over", "run", a.run, "member", a.m.id)
+				a.n.wake(a.session, a.run, "moved")
+			}
+		}
+	case *actor.Stopped:
+		a.m.setLocal(identity(a.session, a.run), false)
 	}
 }
 
@@ -88,7 +106,7 @@ func respond(ctx actor.Context) {
 }
 
 func (a *runActor) wake(ctx actor.Context, reason string) {
-	if a.done {
+	if a.done || a.m.ctx.Err() != nil { // the member stopped: the run's next owner resumes it
 		return
 	}
 	if a.running {
@@ -100,10 +118,10 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 		a.timer = nil
 	}
 	a.n.logger.Debug("actors: attempt starts", "run", a.run, "reason", reason)
-	attemptCtx, cancel := context.WithCancel(context.Background())
+	attemptCtx, cancel := context.WithCancel(a.m.ctx)
 	a.cancel, a.running, a.pending = cancel, true, false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	n, session, run := a.n, a.session, a.run
+	n, m, session, run := a.n, a.m, a.session, a.run
 	n.mu.Lock()
 	if n.closed { // draining: no new attempt; the next owner resumes
 		n.mu.Unlock()
@@ -114,7 +132,7 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	n.attempts.Add(1)
 	n.mu.Unlock()
 	go func() {
-		res, err := n.attempt(attemptCtx, session, run, reason)
+		res, err := n.attempt(attemptCtx, m, session, run, reason)
 		root.Send(self, &attemptDone{res: res, err: err})
 	}()
 }

@@ -23,8 +23,12 @@
 //     into a ChildFinished message to the parent's actor, and acknowledges
 //     it only when the parent accepted it. The parent re-runs an attempt,
 //     whose Wait reads the children's durable state.
-//  5. A node that starts wakes every run the log says is active
-//     (RecoveryNotice tells the model what happened).
+//  5. A member wakes every active run it owns (by identity, on the current
+//     topology) whose lease holder is not a member: at start, when a member
+//     leaves, and every SweepInterval in a cluster. A run of a dead member
+//     thus resumes on a survivor from its last commit, with a
+//     RecoveryNotice. A run actor moved away by a topology change while it
+//     had work hands it to the new owner.
 //
 // Budgets live in a JetStream KV bucket per root run, updated with
 // compare-and-set: steps reserved before every model request, tokens
@@ -43,11 +47,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -99,6 +99,10 @@ type Config struct {
 	// DrainTimeout bounds how long Close waits for attempts to reach a
 	// commit boundary; zero means 10s.
 	DrainTimeout time.Duration
+	// Cluster places run actors across the members of a cluster; nil
+	// runs this node as a cluster of one (protoactor-go's in-memory test
+	// provider). Store.Holder is set per member (its ID).
+	Cluster *ClusterConfig
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
@@ -115,11 +119,12 @@ type Node struct {
 	caps     map[string]runtime.Capability
 	logger   *slog.Logger
 
-	system  *actor.ActorSystem
-	cluster *cluster.Cluster
 	consume jetstream.ConsumeContext
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// member is this node's current incarnation in the cluster; it
+	// changes only when the member is expelled and joins again.
+	member   *member
 	watchers map[string][]chan struct{}
 	closed   bool
 	// drain is closed by Close: attempts stop at their next commit boundary.
@@ -135,6 +140,11 @@ const runKind = "run"
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Conn == nil || cfg.Model == nil || (cfg.Backend == nil && cfg.BackendFor == nil) || cfg.Executors == nil || cfg.Redactor == nil {
 		return nil, errors.New("actors: Config needs Conn, Model, Backend (or BackendFor), Executors and Redactor")
+	}
+	if cfg.Cluster != nil {
+		if err := cfg.Cluster.validate(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 30 * time.Second
@@ -223,25 +233,29 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.ledger = &ledger{kv: budgets, now: cfg.Now}
 	n.waits = &waits{kv: waitsKV, now: cfg.Now}
 
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "protoactor") }))
-	kind := cluster.NewKind(runKind, actor.PropsFromProducer(func() actor.Actor { return &runActor{n: n} }))
-	rcfg := remote.Configure("127.0.0.1", 0)
-	rcfg.MaxRetryCount = 2 // a dead peer costs seconds of retries otherwise
-	ccfg := cluster.Configure("cairn", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
-		rcfg, cluster.WithKinds(kind), cluster.WithRequestTimeout(10*time.Second))
-	n.cluster = cluster.New(n.system, ccfg)
-	n.cluster.StartMember()
-
+	m, err := n.startMember(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.member = m
 	if err := n.startConsumer(ctx, stream); err != nil {
 		n.shutdown()
 		return nil, err
 	}
-	if err := n.recover(ctx); err != nil {
-		n.shutdown()
-		return nil, err
-	}
+	go n.run(m)
 	return n, nil
 }
+
+// current is the node's current member.
+func (n *Node) current() *member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.member
+}
+
+// MemberID is the ID of this node's current cluster member; it is the
+// holder named in the lease of every run the member opens.
+func (n *Node) MemberID() string { return n.current().id }
 
 // Close drains the node: running attempts stop at their next commit
 // boundary (DrainTimeout at most, then they are cancelled), completions
@@ -270,8 +284,8 @@ func (n *Node) shutdown() {
 	if n.consume != nil {
 		n.consume.Stop()
 	}
-	if n.cluster != nil {
-		n.cluster.Shutdown(true)
+	if m := n.current(); m != nil {
+		m.stop(true)
 	}
 }
 
@@ -486,25 +500,6 @@ func jsonUnmarshal(b []byte, v any) error {
 	return nil
 }
 
-// recover wakes every run the log says is active.
-func (n *Node) recover(ctx context.Context) error {
-	lister, err := n.active.ListKeys(ctx)
-	if err != nil {
-		return fmt.Errorf("actors: list active runs: %w", err)
-	}
-	for runID := range lister.Keys() {
-		kve, err := n.active.Get(ctx, runID)
-		if err != nil {
-			continue
-		}
-		var a activeRun
-		if jsonUnmarshal(kve.Value(), &a) == nil {
-			n.wake(a.SessionID, runID, "recovered")
-		}
-	}
-	return nil
-}
-
 func identity(sessionID, runID string) string { return sessionID + "." + runID }
 
 // wake tells a run's actor to start or resume, without blocking the caller.
@@ -518,7 +513,11 @@ func (n *Node) wake(sessionID, runID, reason string) {
 func (n *Node) request(id string, msg any) bool {
 	delay := 50 * time.Millisecond
 	for attempt := 0; attempt < 12; attempt++ {
-		res, err := n.cluster.Request(id, runKind, msg)
+		// A short timeout per try: after a member died, a cached PID or
+		// disthash's owner lookup waits out the whole timeout; protoactor
+		// drops the cached PID on a timeout, so the next try looks the
+		// owner up again (on the new topology once the member expired).
+		res, err := n.current().cluster.Request(id, runKind, msg, cluster.WithTimeout(3*time.Second))
 		if ack, ok := res.(*actorspb.Ack); err == nil && ok && ack.Ok {
 			return true
 		}
@@ -613,7 +612,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 var errEnded = errors.New("actors: run ended")
 
 // attempt runs one runtime.Run attempt of a run.
-func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*runtime.Result, error) {
+func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason string) (*runtime.Result, error) {
 	defer n.attempts.Done()
 	rec, err := n.log.readRun(ctx, sessionID, runID)
 	if err != nil {
@@ -643,7 +642,7 @@ func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*r
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
-	store, err := n.store.Open(ctx, sessionID, runID)
+	store, err := m.store.Open(ctx, sessionID, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -668,7 +667,7 @@ func (n *Node) attempt(ctx context.Context, sessionID, runID, reason string) (*r
 		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}
 	if reason == "recovered" {
-		in.RecoveryNotice = "The node running this task restarted. Work committed before the restart stands; a call whose outcome was lost is marked as having an unknown effect."
+		in.RecoveryNotice = "The node running this task restarted or left the cluster, and this task was resumed. Work committed before that stands; a call whose outcome was lost is marked as having an unknown effect."
 	}
 	return runtime.Run(ctx, in)
 }

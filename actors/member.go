@@ -1,0 +1,363 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// ClusterConfig places run actors across the members of a protoactor-go
+// cluster. Each run is a virtual actor placed by its identity (disthash);
+// which member runs it is a cache decision, and the log's fencing decides
+// who may write.
+type ClusterConfig struct {
+	// Provider returns the membership provider of a new member; required.
+	// It is called at Start and again each time the member is expelled
+	// (a provider that implements Expeller): protoactor-go blocks an
+	// expelled member's ID for good, so the node joins again as a new
+	// member with a new ID and a new provider.
+	Provider func() (cluster.ClusterProvider, error)
+	// Host the member's remote (gRPC) listens on; "" means 127.0.0.1.
+	Host string
+	// Port of the member's remote; zero picks a free port.
+	Port int
+	// AdvertisedHost is the address other members dial, when it differs
+	// from Host (0.0.0.0, NAT); "" means Host.
+	AdvertisedHost string
+	// Name of this node; member IDs are Name-<random>. "" means "node".
+	Name string
+	// SweepInterval is how often the member also wakes, between topology
+	// changes, the active runs it owns whose lease holder is no longer a
+	// member (a wake that was lost); zero means 30s.
+	SweepInterval time.Duration
+}
+
+func (c *ClusterConfig) validate() error {
+	switch {
+	case c.Provider == nil:
+		return errors.New("actors: Config.Cluster.Provider is required")
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("actors: Config.Cluster.Port: %d, want 0-65535", c.Port)
+	case c.SweepInterval < 0:
+		return fmt.Errorf("actors: Config.Cluster.SweepInterval: %s, want at least 0", c.SweepInterval)
+	case c.Name != "" && events.ValidID(c.Name) != nil:
+		return fmt.Errorf("actors: Config.Cluster.Name: %q: %v", c.Name, events.ValidID(c.Name))
+	}
+	return nil
+}
+
+// Expeller is implemented by a cluster provider that can lose this
+// member's membership while the process lives on (a pause or a partition
+// longer than the membership TTL): Expelled is closed then.
+type Expeller interface {
+	Expelled() <-chan struct{}
+}
+
+// member is one incarnation of this node in the protoactor-go cluster. Its
+// ID is the lease holder of every run it opens, so "the run's owner is
+// gone" is "the run's lease holder is not a member".
+type member struct {
+	id       string
+	addr     string
+	system   *actor.ActorSystem
+	cluster  *cluster.Cluster
+	provider cluster.ClusterProvider
+	store    *cjs.Store // opens runs with this member's ID as the holder
+	// ctx ends when the member stops: its attempts are cancelled.
+	ctx    context.Context
+	cancel context.CancelFunc
+	sweeps chan struct{}
+
+	mu      sync.Mutex
+	members map[string]*cluster.Member // the topology protoactor-go published last
+	ready   chan struct{}              // closed when the topology first contains this member
+	local   map[string]bool            // identities with an actor on this member
+}
+
+// startMember starts a new member: its actor system, its store handle,
+// its cluster membership.
+func (n *Node) startMember(ctx context.Context) (*member, error) {
+	m := &member{sweeps: make(chan struct{}, 1), members: map[string]*cluster.Member{}, ready: make(chan struct{}), local: map[string]bool{}}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return n.logger.With("component", "protoactor") }))
+	name := "node"
+	cc := n.cfg.Cluster
+	if cc != nil && cc.Name != "" {
+		name = cc.Name
+	}
+	// A readable ID; the random part makes every incarnation new.
+	m.system.ID = name + "-" + m.system.ID
+	m.id = m.system.ID
+	scfg := n.cfg.Store
+	scfg.Holder = m.id
+	var err error
+	if m.store, err = cjs.New(ctx, n.cfg.Conn, scfg); err != nil {
+		m.cancel()
+		return nil, err
+	}
+	m.system.EventStream.Subscribe(func(ev any) {
+		if topo, ok := ev.(*cluster.ClusterTopology); ok {
+			m.onTopology(topo)
+		}
+	})
+	kind := cluster.NewKind(runKind, actor.PropsFromProducer(func() actor.Actor { return &runActor{n: n, m: m} }))
+	host, port := "127.0.0.1", 0
+	var ropts []remote.ConfigOption
+	if cc == nil {
+		m.provider = test.NewTestProvider(test.NewInMemAgent())
+	} else {
+		if cc.Host != "" {
+			host = cc.Host
+		}
+		port = cc.Port
+		if cc.AdvertisedHost != "" {
+			ropts = append(ropts, remote.WithAdvertisedHost(net.JoinHostPort(cc.AdvertisedHost, strconv.Itoa(port))))
+		}
+		if m.provider, err = cc.Provider(); err != nil {
+			m.cancel()
+			return nil, fmt.Errorf("actors: cluster provider: %w", err)
+		}
+	}
+	rcfg := remote.Configure(host, port, ropts...)
+	rcfg.MaxRetryCount = 2 // a dead peer costs seconds of retries otherwise
+	ccfg := cluster.Configure("cairn", m.provider, disthash.New(), rcfg, cluster.WithKinds(kind), cluster.WithRequestTimeout(10*time.Second),
+		// Gossip's own heartbeat expiry blocks a member for good (after a
+		// GC pause, say); the membership provider alone decides who is
+		// gone, so gossip's verdict is pushed far out.
+		cluster.WithHeartbeatExpiration(24*time.Hour))
+	m.cluster = cluster.New(m.system, ccfg)
+	if err := startCluster(m.cluster); err != nil {
+		m.cancel()
+		m.system.Shutdown()
+		return nil, err
+	}
+	m.addr = m.system.Address()
+	return m, nil
+}
+
+// startCluster starts the member; protoactor-go panics when the provider
+// fails to start.
+func startCluster(c *cluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("actors: start cluster member: %v", r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// onTopology runs inside protoactor-go's MemberList (under its lock): it
+// only records the members and signals the sweep.
+func (m *member) onTopology(topo *cluster.ClusterTopology) {
+	m.mu.Lock()
+	m.members = make(map[string]*cluster.Member, len(topo.Members))
+	for _, mem := range topo.Members {
+		m.members[mem.Id] = mem
+	}
+	if _, ok := m.members[m.id]; ok {
+		select {
+		case <-m.ready:
+		default:
+			close(m.ready)
+		}
+	}
+	m.mu.Unlock()
+	if len(topo.Left) > 0 {
+		m.sweepSoon()
+	}
+}
+
+func (m *member) sweepSoon() {
+	select {
+	case m.sweeps <- struct{}{}:
+	default:
+	}
+}
+
+func (m *member) setLocal(identity string, on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if on {
+		m.local[identity] = true
+	} else {
+		delete(m.local, identity)
+	}
+}
+
+// stop cancels the member's attempts and leaves the cluster: the
+// provider's entry first (protoactor-go's non-graceful shutdown never
+// calls it), then the actor system.
+func (m *member) stop(graceful bool) {
+	m.cancel()
+	if err := m.provider.Shutdown(graceful); err != nil {
+		m.system.Logger().Warn("actors: cluster provider shutdown", "err", err)
+	}
+	m.cluster.Shutdown(graceful)
+}
+
+// run is the member's life: sweep once it sees itself in the topology,
+// again on every topology change that lost a member and every
+// SweepInterval (cluster mode); start over as a new member when expelled.
+func (n *Node) run(m *member) {
+	var expelled <-chan struct{}
+	if e, ok := m.provider.(Expeller); ok {
+		expelled = e.Expelled()
+	}
+	var tick <-chan time.Time
+	if cc := n.cfg.Cluster; cc != nil {
+		every := cc.SweepInterval
+		if every == 0 {
+			every = 30 * time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	select {
+	case <-m.ready:
+		m.sweepSoon()
+	case <-m.ctx.Done():
+		return
+	case <-expelled:
+	}
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-expelled:
+			n.rejoin(m)
+			return
+		case <-m.sweeps:
+		case <-tick:
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+		if err := n.sweep(ctx, m); err != nil && m.ctx.Err() == nil {
+			n.logger.Warn("actors: sweep", "member", m.id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// rejoin replaces an expelled member: its actors stop (the runs they held
+// are already owned elsewhere; anything they still write is fenced out by
+// the new owner's lease), and a new member joins under a new ID.
+func (n *Node) rejoin(old *member) {
+	n.logger.Warn("actors: this member was expelled from the cluster; joining again as a new member", "member", old.id)
+	old.stop(false)
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		n.mu.Lock()
+		closed := n.closed
+		n.mu.Unlock()
+		if closed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		m, err := n.startMember(ctx)
+		cancel()
+		if err == nil {
+			n.mu.Lock()
+			if n.closed { // Close ran meanwhile: it stopped the old member only
+				n.mu.Unlock()
+				m.stop(true)
+				return
+			}
+			n.member = m
+			n.mu.Unlock()
+			n.logger.Info("actors: joined the cluster again", "member", m.id, "was", old.id)
+			go n.run(m)
+			return
+		}
+		n.logger.Warn("actors: rejoin failed; retrying", "err", err, "in", delay)
+		time.Sleep(delay)
+	}
+}
+
+// sweep wakes every active run this member owns (by rendezvous on the
+// current topology) whose lease holder is not a member: runs of a member
+// that died, or of this node before a restart. A run that has no lease
+// yet was created but never activated; it is woken too.
+func (n *Node) sweep(ctx context.Context, m *member) error {
+	m.mu.Lock()
+	members := make(cluster.Members, 0, len(m.members))
+	live := make(map[string]bool, len(m.members))
+	for id, mem := range m.members {
+		members = append(members, mem)
+		live[id] = true
+	}
+	m.mu.Unlock()
+	if !live[m.id] {
+		return nil // not in the topology (yet): others own everything
+	}
+	rdv := cluster.NewRendezvous()
+	rdv.UpdateMembers(members)
+	w, err := n.active.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("actors: sweep: watch active runs: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var mine []activeEntry
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("actors: sweep: watch ended")
+			}
+			if e == nil {
+				done = true
+				break
+			}
+			var a activeRun
+			if jsonUnmarshal(e.Value(), &a) != nil {
+				continue
+			}
+			id := identity(a.SessionID, e.Key())
+			if rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: id, Kind: runKind}) == m.addr {
+				mine = append(mine, activeEntry{session: a.SessionID, run: e.Key()})
+			}
+		}
+	}
+	woken := 0
+	for _, a := range mine {
+		m.mu.Lock()
+		here := m.local[identity(a.session, a.run)]
+		m.mu.Unlock()
+		if here {
+			continue
+		}
+		var l events.Lease
+		found, err := n.log.lastPayload(ctx, events.RunLease(a.session, a.run), &l)
+		if err != nil {
+			n.logger.Debug("actors: sweep: read lease", "run", a.run, "err", err)
+			continue
+		}
+		if found && live[l.Holder] {
+			continue // its owner lives; its next message finds it
+		}
+		woken++
+		n.wake(a.session, a.run, "recovered")
+	}
+	if woken > 0 {
+		n.logger.Info("actors: swept runs whose owner is gone", "member", m.id, "woken", woken, "owned", len(mine))
+	}
+	return nil
+}
+
+type activeEntry struct{ session, run string }

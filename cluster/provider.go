@@ -1,0 +1,448 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KV is the part of a JetStream KeyValue bucket the provider uses;
+// jetstream.KeyValue implements it. Tests wrap it to inject faults.
+type KV interface {
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+	WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
+}
+
+var _ KV = jetstream.KeyValue(nil)
+
+// BucketConfig configures the membership bucket.
+type BucketConfig struct {
+	// Name of the bucket; "" means cairn_members.
+	Name string
+	// TTL after which an entry that was not refreshed expires; required.
+	// Every member must use the same TTL (the bucket has one).
+	TTL time.Duration
+	// Replicas of the bucket: 1, 3 or 5; zero means 1.
+	Replicas int
+}
+
+// DefaultBucket is the membership bucket's default name.
+const DefaultBucket = "cairn_members"
+
+// Bucket creates or updates the membership bucket: memory storage (the
+// membership is ephemeral; a member whose entry vanished rejoins), the
+// TTL as the bucket's max age, and limit markers so that watchers see an
+// expiry.
+func Bucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultBucket
+	}
+	if cfg.TTL < time.Second {
+		return nil, fmt.Errorf("cluster: BucketConfig.TTL: %s, want at least 1s", cfg.TTL)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: cfg.Name, Description: "Cairn cluster members", TTL: cfg.TTL, LimitMarkerTTL: cfg.TTL,
+		Storage: jetstream.MemoryStorage, Replicas: cfg.Replicas, History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bucket %s: %w", cfg.Name, err)
+	}
+	return kv, nil
+}
+
+// Config configures a Provider.
+type Config struct {
+	// KV is the membership bucket (see Bucket); required.
+	KV KV
+	// TTL is the bucket's entry TTL; required.
+	TTL time.Duration
+	// Heartbeat is how often this member refreshes its entry; zero means
+	// TTL/3. It must be shorter than TTL.
+	Heartbeat time.Duration
+	// Resync is how often the complete list is pushed again even if nothing
+	// changed; zero means Heartbeat.
+	Resync time.Duration
+	// Name is a readable name of this node, kept in its entry; optional.
+	Name string
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.KV == nil:
+		return errors.New("cluster: Config.KV is required")
+	case c.TTL <= 0:
+		return errors.New("cluster: Config.TTL is required")
+	case c.Heartbeat < 0 || c.Heartbeat >= c.TTL:
+		return fmt.Errorf("cluster: Config.Heartbeat: %s, want more than 0 and less than TTL %s", c.Heartbeat, c.TTL)
+	case c.Resync < 0:
+		return fmt.Errorf("cluster: Config.Resync: %s, want at least 0", c.Resync)
+	}
+	return nil
+}
+
+// entry is a member's value in the bucket.
+type entry struct {
+	ID    string   `json:"id"`
+	Name  string   `json:"name,omitempty"`
+	Host  string   `json:"host"`
+	Port  int      `json:"port"`
+	Kinds []string `json:"kinds"`
+}
+
+func (e entry) member() *pcluster.Member {
+	return &pcluster.Member{Id: e.ID, Host: e.Host, Port: int32(e.Port), Kinds: slices.Clone(e.Kinds)}
+}
+
+// Provider is a protoactor-go ClusterProvider on a JetStream KV bucket. One
+// Provider serves one member for its life: after Shutdown, or once
+// Expelled, start a new member with a new Provider.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+
+	c      *pcluster.Cluster
+	self   entry
+	value  []byte
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+
+	mu       sync.Mutex
+	rev      uint64
+	members  map[string]entry // the last complete list the bucket gave
+	synced   bool             // members holds a complete snapshot
+	stopping bool
+	pushed   string // signature of the last pushed list
+
+	pushMu    sync.Mutex // one UpdateClusterTopology at a time
+	expelled  chan struct{}
+	expelOnce sync.Once
+	stopOnce  sync.Once
+}
+
+var _ pcluster.ClusterProvider = (*Provider)(nil)
+
+// NewProvider validates cfg and returns a provider for one member.
+func NewProvider(cfg Config) (*Provider, error) {
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = cfg.TTL / 3
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = cfg.Heartbeat
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, log: log, members: map[string]entry{}, expelled: make(chan struct{})}, nil
+}
+
+// StartMember creates this member's entry and starts the heartbeat, the
+// watch and the periodic resync.
+func (p *Provider) StartMember(c *pcluster.Cluster) error {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return fmt.Errorf("cluster: member address: %w", err)
+	}
+	kinds := c.GetClusterKinds()
+	sort.Strings(kinds)
+	p.c = c
+	p.self = entry{ID: c.ActorSystem.ID, Name: p.cfg.Name, Host: host, Port: port, Kinds: kinds}
+	if p.value, err = json.Marshal(p.self); err != nil {
+		return fmt.Errorf("cluster: encode entry: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	cctx, ccancel := context.WithTimeout(ctx, p.cfg.TTL)
+	rev, err := p.cfg.KV.Create(cctx, p.self.ID, p.value)
+	ccancel()
+	if err != nil {
+		cancel()
+		return fmt.Errorf("cluster: create entry %s: %w", p.self.ID, err)
+	}
+	p.mu.Lock()
+	p.rev = rev
+	p.mu.Unlock()
+	p.log.Info("cluster: member joined the bucket", "id", p.self.ID, "name", p.cfg.Name, "address", fmt.Sprintf("%s:%d", host, port))
+	p.loops.Add(3)
+	go p.heartbeat(ctx)
+	go p.watch(ctx)
+	go p.resync(ctx)
+	return nil
+}
+
+// StartClient is not supported: every Cairn node is a member.
+func (p *Provider) StartClient(*pcluster.Cluster) error {
+	return errors.New("cluster: the KV provider has no client mode")
+}
+
+// Shutdown deletes this member's entry first (the others move its actors
+// at once), then stops the heartbeat and the watch. It is idempotent.
+func (p *Provider) Shutdown(bool) error {
+	var err error
+	p.stopOnce.Do(func() {
+		p.mu.Lock()
+		p.stopping = true
+		p.mu.Unlock()
+		if p.cancel == nil {
+			return
+		}
+		select {
+		case <-p.expelled: // the entry is gone already
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if derr := p.cfg.KV.Delete(ctx, p.self.ID); derr != nil && !errors.Is(derr, jetstream.ErrKeyNotFound) {
+				err = fmt.Errorf("cluster: delete entry %s: %w", p.self.ID, derr)
+			}
+			cancel()
+		}
+		p.cancel()
+		p.loops.Wait()
+	})
+	return err
+}
+
+// Expelled is closed when this member's entry expired while it was
+// running: the others have removed it and protoactor-go has blocked its ID
+// for good. The member's actors must stop and the node must join again as
+// a new member.
+func (p *Provider) Expelled() <-chan struct{} { return p.expelled }
+
+// Members returns the last complete member list the bucket gave, sorted by
+// ID (nil before the first complete read).
+func (p *Provider) Members() []*pcluster.Member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.synced {
+		return nil
+	}
+	return p.listLocked()
+}
+
+func (p *Provider) listLocked() []*pcluster.Member {
+	out := make([]*pcluster.Member, 0, len(p.members)+1)
+	for _, e := range p.members {
+		out = append(out, e.member())
+	}
+	if _, ok := p.members[p.self.ID]; !ok {
+		// Our own entry may not have reached the watch yet; we are alive.
+		out = append(out, p.self.member())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
+}
+
+func (p *Provider) expel(why string) {
+	p.mu.Lock()
+	stopping := p.stopping
+	p.mu.Unlock()
+	if stopping {
+		return
+	}
+	p.expelOnce.Do(func() {
+		p.log.Warn("cluster: this member's entry expired; it must rejoin as a new member", "id", p.self.ID, "why", why)
+		close(p.expelled)
+		p.cancel()
+	})
+}
+
+// heartbeat refreshes the entry with a compare-and-set on its revision.
+func (p *Provider) heartbeat(ctx context.Context) {
+	defer p.loops.Done()
+	t := time.NewTicker(p.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.refresh(ctx)
+	}
+}
+
+func (p *Provider) refresh(ctx context.Context) {
+	p.mu.Lock()
+	rev := p.rev
+	p.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.Heartbeat)
+	defer cancel()
+	next, err := p.cfg.KV.Update(cctx, p.self.ID, p.value, rev)
+	if err == nil {
+		p.mu.Lock()
+		p.rev = next
+		p.mu.Unlock()
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+		// Transient (timeout, leader change): the next beat tries again;
+		// only the bucket's TTL decides that we are gone.
+		p.log.Debug("cluster: heartbeat failed; retrying", "id", p.self.ID, "err", err)
+		return
+	}
+	// Only this member writes its key, so a newer revision is either our
+	// own refresh whose acknowledgement was lost, or the server's expiry
+	// marker.
+	e, gerr := p.cfg.KV.Get(cctx, p.self.ID)
+	switch {
+	case gerr == nil:
+		p.mu.Lock()
+		p.rev = e.Revision()
+		p.mu.Unlock()
+	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
+		p.expel("heartbeat: entry gone")
+	default:
+		p.log.Debug("cluster: heartbeat check failed; retrying", "id", p.self.ID, "err", gerr)
+	}
+}
+
+// watch follows the bucket. A failed or broken watch keeps the last
+// complete list and starts over; a new snapshot replaces the list only
+// once it is complete.
+func (p *Provider) watch(ctx context.Context) {
+	defer p.loops.Done()
+	for ctx.Err() == nil {
+		if err := p.watchOnce(ctx); err != nil && ctx.Err() == nil {
+			p.log.Debug("cluster: watch failed; keeping the last member list", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.cfg.Heartbeat / 2):
+		}
+	}
+}
+
+func (p *Provider) watchOnce(ctx context.Context) error {
+	w, err := p.cfg.KV.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: watch: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	snapshot := map[string]entry{}
+	initial := true
+	for {
+		var e jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok = <-w.Updates():
+		}
+		if !ok {
+			return errors.New("cluster: watch ended")
+		}
+		if e == nil { // the initial values are complete
+			initial = false
+			p.mu.Lock()
+			p.members, p.synced = snapshot, true
+			p.mu.Unlock()
+			if _, ok := snapshot[p.self.ID]; !ok {
+				// Created before the watch started: absent means expired.
+				p.expel("watch: entry absent")
+				return nil
+			}
+			p.push(false)
+			continue
+		}
+		if initial {
+			apply(snapshot, e, p.log)
+			continue
+		}
+		p.mu.Lock()
+		apply(p.members, e, p.log)
+		p.mu.Unlock()
+		if e.Key() == p.self.ID && e.Operation() != jetstream.KeyValuePut {
+			p.expel("watch: entry " + e.Operation().String())
+			return nil
+		}
+		p.push(false)
+	}
+}
+
+func apply(m map[string]entry, e jetstream.KeyValueEntry, log *slog.Logger) {
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(m, e.Key())
+		return
+	}
+	var v entry
+	if err := json.Unmarshal(e.Value(), &v); err != nil || v.ID != e.Key() || v.Host == "" {
+		log.Warn("cluster: ignoring a malformed member entry", "key", e.Key(), "err", err)
+		return
+	}
+	m[e.Key()] = v
+}
+
+func (p *Provider) resync(ctx context.Context) {
+	defer p.loops.Done()
+	t := time.NewTicker(p.cfg.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.push(true)
+		}
+	}
+}
+
+// push gives protoactor-go the complete list; unchanged lists are pushed
+// again only when force is set (the periodic resync).
+func (p *Provider) push(force bool) {
+	p.pushMu.Lock()
+	defer p.pushMu.Unlock()
+	select {
+	case <-p.expelled:
+		return
+	default:
+	}
+	p.mu.Lock()
+	if !p.synced || p.stopping {
+		p.mu.Unlock()
+		return
+	}
+	list := p.listLocked()
+	sig := signature(list)
+	changed := sig != p.pushed
+	p.pushed = sig
+	p.mu.Unlock()
+	if !changed && !force {
+		return
+	}
+	if changed {
+		p.log.Info("cluster: members", "self", p.self.ID, "members", sig)
+	}
+	p.c.MemberList.UpdateClusterTopology(list)
+}
+
+func signature(list []*pcluster.Member) string {
+	parts := make([]string, len(list))
+	for i, m := range list {
+		parts[i] = m.Id + "@" + m.Address()
+	}
+	return strings.Join(parts, ",")
+}

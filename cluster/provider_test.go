@@ -1,0 +1,321 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/cairn-agents/cairn/cluster"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+const ttl = 2 * time.Second
+
+// faultyKV is the real bucket with switchable faults.
+type faultyKV struct {
+	cluster.KV
+	mu          sync.Mutex
+	failUpdate  bool // every Update fails (a member that cannot reach NATS)
+	loseAck     bool // the next Update is stored but answers an error
+	failWatch   bool // WatchAll fails and running watches are cut
+	failGet     bool
+	watchCancel []context.CancelFunc
+}
+
+var errInjected = errors.New("injected: nats: timeout")
+
+func (f *faultyKV) set(fn func(f *faultyKV)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+	if f.failWatch {
+		for _, c := range f.watchCancel {
+			c()
+		}
+		f.watchCancel = nil
+	}
+}
+
+func (f *faultyKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	f.mu.Lock()
+	fail, lose := f.failUpdate, f.loseAck
+	f.loseAck = false
+	f.mu.Unlock()
+	if fail {
+		return 0, errInjected
+	}
+	r, err := f.KV.Update(ctx, key, value, rev)
+	if lose && err == nil {
+		return 0, errInjected
+	}
+	return r, err
+}
+
+func (f *faultyKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	f.mu.Lock()
+	fail := f.failGet
+	f.mu.Unlock()
+	if fail {
+		return nil, errInjected
+	}
+	return f.KV.Get(ctx, key)
+}
+
+func (f *faultyKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWatch {
+		return nil, errInjected
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f.watchCancel = append(f.watchCancel, cancel)
+	return f.KV.WatchAll(ctx, opts...)
+}
+
+type member struct {
+	p    *cluster.Provider
+	c    *pcluster.Cluster
+	kv   *faultyKV
+	mu   sync.Mutex
+	left []string // IDs protoactor-go was told left
+}
+
+func (m *member) leftIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.left...)
+}
+
+// echo answers with the address of the member it lives on.
+type echo struct{}
+
+func (echo) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*wrapperspb.StringValue); ok {
+		ctx.Respond(wrapperspb.String(ctx.ActorSystem().Address()))
+	}
+}
+
+func startMember(t *testing.T, kv jetstream.KeyValue, name string) *member {
+	t.Helper()
+	m := &member{kv: &faultyKV{KV: kv}}
+	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	system.EventStream.Subscribe(func(ev any) {
+		if topo, ok := ev.(*pcluster.ClusterTopology); ok {
+			m.mu.Lock()
+			for _, l := range topo.Left {
+				m.left = append(m.left, l.Id)
+			}
+			m.mu.Unlock()
+		}
+	})
+	rcfg := remote.Configure("127.0.0.1", 0)
+	rcfg.MaxRetryCount = 1
+	kind := pcluster.NewKind("echo", actor.PropsFromProducer(func() actor.Actor { return echo{} }))
+	c := pcluster.New(system, pcluster.Configure("test", p, disthash.New(), rcfg, pcluster.WithKinds(kind)))
+	c.StartMember()
+	m.p, m.c = p, c
+	t.Cleanup(func() {
+		_ = p.Shutdown(true)
+		c.Shutdown(false)
+	})
+	return m
+}
+
+func bucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.Server(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := cluster.Bucket(context.Background(), js, cluster.BucketConfig{Name: "members", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// eventually waits (bounded, generously) for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached within 20s: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func ids(list []*pcluster.Member) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range list {
+		out[m.Id] = true
+	}
+	return out
+}
+
+func sees(m *member, want ...*member) bool {
+	got := ids(m.p.Members())
+	if len(got) != len(want) {
+		return false
+	}
+	for _, w := range want {
+		if !got[w.c.ActorSystem.ID] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestMembershipConvergesAndPlacesAcrossMembers(t *testing.T) {
+	kv := bucket(t)
+	a, b, c := startMember(t, kv, "a"), startMember(t, kv, "b"), startMember(t, kv, "c")
+	all := []*member{a, b, c}
+	for _, m := range all {
+		eventually(t, m.c.ActorSystem.ID+" sees all three", func() bool { return sees(m, all...) })
+	}
+	// Virtual actors are placed by identity on every member, whichever
+	// member asks.
+	placed := map[string]bool{}
+	eventually(t, "identities placed on all three members", func() bool {
+		for i := range 60 {
+			res, err := all[i%3].c.Request(fmt.Sprintf("id-%d", i), "echo", &wrapperspb.StringValue{}, pcluster.WithTimeout(2*time.Second))
+			if err != nil {
+				continue
+			}
+			if s, ok := res.(*wrapperspb.StringValue); ok {
+				placed[s.Value] = true
+			}
+		}
+		return len(placed) == 3
+	})
+}
+
+func TestExpiryRemovesAMemberAndExpelsIt(t *testing.T) {
+	kv := bucket(t)
+	a, b, c := startMember(t, kv, "a"), startMember(t, kv, "b"), startMember(t, kv, "c")
+	for _, m := range []*member{a, b, c} {
+		eventually(t, "all three", func() bool { return sees(m, a, b, c) })
+	}
+	// c stops refreshing (a pause, a partition): its entry expires.
+	c.kv.set(func(f *faultyKV) { f.failUpdate = true })
+	for _, m := range []*member{a, b} {
+		eventually(t, "c removed", func() bool { return sees(m, a, b) })
+	}
+	cID := c.c.ActorSystem.ID
+	for _, m := range []*member{a, b} {
+		if got := m.leftIDs(); len(got) != 1 || got[0] != cID {
+			t.Errorf("%s: protoactor-go was told %v left, want only %s", m.c.ActorSystem.ID, got, cID)
+		}
+	}
+	// c reaches NATS again: it finds its entry gone and is expelled.
+	c.kv.set(func(f *faultyKV) { f.failUpdate = false })
+	select {
+	case <-c.p.Expelled():
+	case <-time.After(20 * time.Second):
+		t.Fatal("c was not expelled after its entry expired")
+	}
+	select {
+	case <-a.p.Expelled():
+		t.Fatal("a was expelled")
+	default:
+	}
+}
+
+func TestGracefulShutdownRemovesAtOnce(t *testing.T) {
+	kv := bucket(t)
+	a, b := startMember(t, kv, "a"), startMember(t, kv, "b")
+	eventually(t, "a sees both", func() bool { return sees(a, a, b) })
+	if err := b.p.Shutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(context.Background(), b.c.ActorSystem.ID); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("b's entry after Shutdown: %v, want ErrKeyNotFound", err)
+	}
+	eventually(t, "b removed", func() bool { return sees(a, a) })
+	select {
+	case <-b.p.Expelled():
+		t.Fatal("a graceful shutdown expelled b")
+	default:
+	}
+}
+
+func TestTransientErrorsRemoveNoOne(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(f *faultyKV)
+	}{
+		{"heartbeats fail for less than the TTL", func(f *faultyKV) { f.failUpdate = true }},
+		{"the watch breaks and cannot restart", func(f *faultyKV) { f.failWatch = true }},
+		{"a heartbeat's acknowledgement is lost", func(f *faultyKV) { f.loseAck = true }},
+		{"a lost acknowledgement and a failed check", func(f *faultyKV) { f.loseAck, f.failGet = true, true }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv := bucket(t)
+			a, b := startMember(t, kv, "a"), startMember(t, kv, "b")
+			for _, m := range []*member{a, b} {
+				eventually(t, "both", func() bool { return sees(m, a, b) })
+			}
+			b.kv.set(tt.fault)
+			time.Sleep(ttl / 2) // a fault shorter than the TTL
+			b.kv.set(func(f *faultyKV) { f.failUpdate, f.loseAck, f.failWatch, f.failGet = false, false, false, false })
+			// Well past the TTL: an entry that was not refreshed would
+			// have expired by now.
+			for range 2 * int(ttl/(200*time.Millisecond)) {
+				time.Sleep(200 * time.Millisecond)
+				if !sees(a, a, b) || !sees(b, a, b) {
+					t.Fatalf("membership changed: a sees %v, b sees %v", ids(a.p.Members()), ids(b.p.Members()))
+				}
+			}
+			for _, m := range []*member{a, b} {
+				if got := m.leftIDs(); len(got) != 0 {
+					t.Errorf("protoactor-go was told %v left", got)
+				}
+				select {
+				case <-m.p.Expelled():
+					t.Errorf("%s expelled", m.c.ActorSystem.ID)
+				default:
+				}
+			}
+		})
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	kv := &faultyKV{}
+	tests := []struct {
+		name string
+		cfg  cluster.Config
+		want string
+	}{
+		{"no bucket", cluster.Config{TTL: time.Second}, "Config.KV"},
+		{"no TTL", cluster.Config{KV: kv}, "Config.TTL"},
+		{"heartbeat not below TTL", cluster.Config{KV: kv, TTL: time.Second, Heartbeat: time.Second}, "Config.Heartbeat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := cluster.NewProvider(tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+}
