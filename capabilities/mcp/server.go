@@ -49,9 +49,12 @@ type server struct {
 	sess  *sdk.ClientSession // nil while (re)connecting
 	ready chan struct{}      // closed while sess is set
 	proc  *os.Process        // the current stdio process, if any
-	// bound is each allowed tool's gated schema hash, fixed at start: the
-	// catalog (and every run's contract hash, C9) is built from it.
+	// bound is each allowed tool's gated schema hash, fixed at start (nil
+	// before): the catalog (and every run's contract hash, C9) is built
+	// from it.
 	bound map[string]string
+	// relisting serializes relist.
+	relisting sync.Mutex
 	// unavailable says why a bound tool cannot be called now (absent:
 	// callable): the server stopped offering it or changed its schema.
 	unavailable map[string]string
@@ -73,7 +76,7 @@ func newServer(cfg ServerConfig, opts *Options) *server {
 		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) {
 			// Not on the session's read loop: listing is a request whose
 			// answer that loop has to deliver.
-			go s.relist(req.Session)
+			go s.relist(req.Session, true)
 		},
 	})
 	return s
@@ -179,7 +182,7 @@ func (s *server) start(ctx context.Context) ([]binding, error) {
 		return nil, fmt.Errorf("mcp: server %s: list tools: %w", s.cfg.Name, err)
 	}
 	var out []binding
-	s.bound = map[string]string{}
+	bound := map[string]string{}
 	for i, name := range s.cfg.Tools {
 		t, ok := tools[name]
 		if !ok {
@@ -194,12 +197,18 @@ func (s *server) start(ctx context.Context) ([]binding, error) {
 		for _, c := range conversions {
 			s.log.Info("mcp tool schema converted", "tool", name, "conversion", c)
 		}
-		s.bound[name] = hash
+		bound[name] = hash
 		out = append(out, binding{srv: s, tool: name, schema: in, annotations: t.Annotations, description: describe(t)})
 	}
+	s.mu.Lock()
+	s.bound = bound
+	s.mu.Unlock()
 	if !s.setSession(sess, proc) {
 		return nil, fmt.Errorf("mcp: server %s: closed while starting", s.cfg.Name)
 	}
+	// A tools/list_changed that came while the tools were being bound was
+	// ignored (nothing was bound yet): list once more.
+	s.relist(sess, false)
 	return out, nil
 }
 
@@ -290,7 +299,7 @@ func (s *server) supervise(ctx context.Context) {
 			return
 		}
 		s.log.Info("mcp server connected", "starts", s.started())
-		s.relist(next)
+		s.relist(next, true)
 	}
 }
 
@@ -306,7 +315,17 @@ func (s *server) started() int {
 // schema the server no longer uses; a tool whose schema changed needs a
 // node restart to be bound again (the catalog is part of every run's
 // contract, C9).
-func (s *server) relist(sess *sdk.ClientSession) {
+func (s *server) relist(sess *sdk.ClientSession, notify bool) {
+	// One at a time, each with a fresh listing: the last to finish saw the
+	// latest tools.
+	s.relisting.Lock()
+	defer s.relisting.Unlock()
+	s.mu.Lock()
+	bound := s.bound
+	s.mu.Unlock()
+	if bound == nil {
+		return // start binds from its own listing, then relists
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.StartTimeout)
 	defer cancel()
 	tools, err := list(ctx, sess)
@@ -325,7 +344,7 @@ func (s *server) relist(sess *sdk.ClientSession) {
 		switch {
 		case err != nil:
 			unavailable[name] = "its new input schema is refused: " + err.Error()
-		case hash != s.bound[name]:
+		case hash != bound[name]:
 			unavailable[name] = "it changed its input schema since the node started; a node restart binds the new one"
 		}
 	}
@@ -335,7 +354,7 @@ func (s *server) relist(sess *sdk.ClientSession) {
 	for name, why := range unavailable {
 		s.log.Warn("mcp tool unavailable", "tool", name, "reason", why)
 	}
-	if s.opts.listed != nil {
+	if notify && s.opts.listed != nil {
 		s.opts.listed(s.cfg.Name)
 	}
 }
@@ -383,6 +402,12 @@ func (s *server) call(ctx context.Context, tool string, args json.RawMessage) (*
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("server %s: tool %s: no answer in time; the call may or may not have taken effect: %w", s.cfg.Name, tool, ctx.Err())
 	}
+	// Forget the session now, not when the supervisor notices: the next
+	// call waits for the restarted server instead of failing on this one.
+	// Closing it ends the supervisor's wait on it (an HTTP session that
+	// failed may not end by itself), which then reconnects.
+	s.lose(sess)
+	go sess.Close()
 	return nil, fmt.Errorf("%w: server %s: tool %s: %v; the call may or may not have taken effect", ErrServerLost, s.cfg.Name, tool, err)
 }
 
