@@ -236,6 +236,7 @@ func (n *Node) run(m *member) {
 		return
 	case <-expelled:
 	}
+	first := true
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -247,10 +248,11 @@ func (n *Node) run(m *member) {
 		case <-tick:
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
-		if err := n.sweep(ctx, m); err != nil && m.ctx.Err() == nil {
+		if err := n.sweep(ctx, m, first); err != nil && m.ctx.Err() == nil {
 			n.logger.Warn("actors: sweep", "member", m.id, "err", err)
 		}
 		cancel()
+		first = false
 	}
 }
 
@@ -291,8 +293,10 @@ func (n *Node) rejoin(old *member) {
 // sweep wakes every active run this member owns (by rendezvous on the
 // current topology) whose lease holder is not a member: runs of a member
 // that died, or of this node before a restart. A run that has no lease
-// yet was created but never activated; it is woken too.
-func (n *Node) sweep(ctx context.Context, m *member) error {
+// yet was created but never activated; it is woken by the member's first
+// sweep, and later ones once it is older than a wake takes to arrive (its
+// creator may have died before waking it).
+func (n *Node) sweep(ctx context.Context, m *member, first bool) error {
 	m.mu.Lock()
 	members := make(cluster.Members, 0, len(m.members))
 	live := make(map[string]bool, len(m.members))
@@ -351,6 +355,12 @@ func (n *Node) sweep(ctx context.Context, m *member) error {
 		if found && live[l.Holder] {
 			continue // its owner lives; its next message finds it
 		}
+		if !found && !first {
+			created, err := n.log.last(ctx, events.RunCreatedSubject(a.session, a.run))
+			if err != nil || (created != nil && time.Since(created.Time) < unleasedGrace) {
+				continue // its wake is most likely on its way
+			}
+		}
 		woken++
 		n.wake(a.session, a.run, "recovered")
 	}
@@ -361,3 +371,7 @@ func (n *Node) sweep(ctx context.Context, m *member) error {
 }
 
 type activeEntry struct{ session, run string }
+
+// unleasedGrace is how long a created run may go without a lease before a
+// sweep wakes it.
+const unleasedGrace = 15 * time.Second

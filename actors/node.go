@@ -428,6 +428,17 @@ func (n *Node) Children(ctx context.Context, runID string) ([]events.Run, error)
 
 // Result waits until a run finished and returns its status and reply.
 func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.CallStatus, *runtime.Reply, error) {
+	// In a cluster another member may run the run and deliver its
+	// completion: its completion or end event, a JetStream publish, also
+	// reaches a plain subscription here.
+	finished := make(chan *nats.Msg, 8)
+	for _, subject := range []string{events.CheckpointSubject(sessionID, runID, true), events.RunEndedSubject(sessionID, runID)} {
+		sub, err := n.cfg.Conn.ChanSubscribe(subject, finished)
+		if err != nil {
+			return "", nil, fmt.Errorf("actors: result of %s: %w", runID, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	for {
 		ch := make(chan struct{})
 		n.mu.Lock()
@@ -447,7 +458,8 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 		case <-ctx.Done():
 			return "", nil, ctx.Err()
 		case <-ch:
-		case <-time.After(time.Minute): // a safety net for a lost local signal, not the mechanism
+		case <-finished:
+		case <-time.After(time.Minute): // a safety net for a lost signal, not the mechanism
 		}
 	}
 }
