@@ -3,16 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections/runindex"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // metrics is the node's Prometheus exposition, written by hand in the text
@@ -25,12 +27,17 @@ type metrics struct {
 	completions   int64
 	modelRequests map[string]int64
 	tokens        map[[2]string]int64
-	commits       histogram
+	commits       map[string]*histogram // by how the commit was published
 	commitErrors  int64
+	batchSizes    histogram
+	batchFallback int64
 	index         *runindex.Index
 }
 
-var commitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+var (
+	commitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+	batchBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
+)
 
 type histogram struct {
 	counts []int64
@@ -40,24 +47,52 @@ type histogram struct {
 
 func newMetrics() *metrics {
 	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, tokens: map[[2]string]int64{}, parked: map[string]bool{},
-		commits: histogram{counts: make([]int64, len(commitBuckets))}}
+		commits: map[string]*histogram{}, batchSizes: histogram{counts: make([]int64, len(batchBuckets))}}
 }
 
-func (m *metrics) commit(d time.Duration, err error) {
+func (h *histogram) observe(buckets []float64, v float64) {
+	for i, b := range buckets {
+		if v <= b {
+			h.counts[i]++
+		}
+	}
+	h.sum += v
+	h.n++
+}
+
+func (h *histogram) write(w io.Writer, name, labels string, buckets []float64) {
+	for i, b := range buckets {
+		fmt.Fprintf(w, "%s_bucket{%sle=\"%g\"} %d\n", name, labels, b, h.counts[i])
+	}
+	fmt.Fprintf(w, "%s_bucket{%sle=\"+Inf\"} %d\n", name, labels, h.n)
+	if labels != "" {
+		labels = "{" + strings.TrimSuffix(labels, ",") + "}"
+	}
+	fmt.Fprintf(w, "%s_sum%s %g\n%s_count%s %d\n", name, labels, h.sum, name, labels, h.n)
+}
+
+func (m *metrics) commit(ev cjs.CommitEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
+	if ev.Err != nil {
 		m.commitErrors++
 		return
 	}
-	s := d.Seconds()
-	for i, b := range commitBuckets {
-		if s <= b {
-			m.commits.counts[i]++
-		}
+	h := m.commits[ev.Mode]
+	if h == nil {
+		h = &histogram{counts: make([]int64, len(commitBuckets))}
+		m.commits[ev.Mode] = h
 	}
-	m.commits.sum += s
-	m.commits.n++
+	h.observe(commitBuckets, ev.Duration.Seconds())
+}
+
+func (m *metrics) batch(ev cjs.BatchEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.batchSizes.observe(batchBuckets, float64(ev.Size))
+	if ev.Err != nil {
+		m.batchFallback++
+	}
 }
 
 func (m *metrics) event(r events.Run, ev runtime.SinkEvent) {
@@ -130,12 +165,16 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "cairn_model_tokens_total{agent=%q,kind=%q} %d\n", k[0], k[1], m.tokens[k])
 	}
-	fmt.Fprintln(w, "# HELP cairn_commit_seconds Checkpoint commit latency (fenced publish to acknowledgement).\n# TYPE cairn_commit_seconds histogram")
-	for i, b := range commitBuckets {
-		fmt.Fprintf(w, "cairn_commit_seconds_bucket{le=\"%g\"} %d\n", b, m.commits.counts[i])
+	fmt.Fprintln(w, "# HELP cairn_commit_seconds Checkpoint commit latency (fenced publish to acknowledgement), by how it was published: single, batch (group commit), fallback (its batch failed; published alone).\n# TYPE cairn_commit_seconds histogram")
+	for _, mode := range []string{"single", "batch", "fallback"} {
+		if h := m.commits[mode]; h != nil {
+			h.write(w, "cairn_commit_seconds", fmt.Sprintf("mode=%q,", mode), commitBuckets)
+		}
 	}
-	fmt.Fprintf(w, "cairn_commit_seconds_bucket{le=\"+Inf\"} %d\ncairn_commit_seconds_sum %g\ncairn_commit_seconds_count %d\n", m.commits.n, m.commits.sum, m.commits.n)
 	fmt.Fprintf(w, "# HELP cairn_commit_errors_total Commits that failed.\n# TYPE cairn_commit_errors_total counter\ncairn_commit_errors_total %d\n", m.commitErrors)
+	fmt.Fprintln(w, "# HELP cairn_commit_batch_size Commits per atomic batch (group commit).\n# TYPE cairn_commit_batch_size histogram")
+	m.batchSizes.write(w, "cairn_commit_batch_size", "", batchBuckets)
+	fmt.Fprintf(w, "# HELP cairn_commit_batch_fallbacks_total Batches refused or unacknowledged whose commits were published one by one.\n# TYPE cairn_commit_batch_fallbacks_total counter\ncairn_commit_batch_fallbacks_total %d\n", m.batchFallback)
 }
 
 func sortedKeys(m map[string]int64) []string {

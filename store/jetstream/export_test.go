@@ -12,3 +12,11 @@ type PublishFunc = func(ctx context.Context, msg *nats.Msg, opts ...jetstream.Pu
 
 // WrapPublish replaces the store's publish path with wrap(original).
 func WrapPublish(s *Store, wrap func(PublishFunc) PublishFunc) { s.publishMsg = wrap(s.publishMsg) }
+
+// BatchRequestFunc is the signature of the committer's batch commit.
+type BatchRequestFunc = func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
+
+// WrapBatchRequest replaces the committer's batch commit with wrap(original).
+func WrapBatchRequest(s *Store, wrap func(BatchRequestFunc) BatchRequestFunc) {
+	s.batchRequest = wrap(s.batchRequest)
+}

@@ -7,8 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cairn-agents/cairn/runtime"
@@ -68,17 +67,31 @@ func ids(msgs []model.Message) []string {
 	return out
 }
 
-// TestKill9 runs a writer in a subprocess that commits revisions and prints
+// TestKill9 runs writers in a subprocess that commit revisions and print
 // each acknowledged one, kills it with SIGKILL mid-stream, and checks that
-// every acknowledged revision is on disk when the server starts again.
+// every acknowledged revision is on disk when the server starts again, and
+// that every run's log is whole: as many commits as its last revision (no
+// partial batch, nothing twice). With many writers in batch mode the kill
+// lands while atomic batches are in flight.
 func TestKill9(t *testing.T) {
-	if os.Getenv("CAIRN_KILL9_CHILD") != "" {
-		kill9Child()
+	if dir := os.Getenv("CAIRN_KILL9_CHILD"); dir != "" {
+		kill9Child(dir, os.Getenv("CAIRN_KILL9_MODE"))
 		return
 	}
+	for _, tc := range []struct {
+		mode    jetstream.CommitMode
+		writers int
+	}{{jetstream.CommitSingle, 1}, {jetstream.CommitAdaptive, 1}, {jetstream.CommitBatch, kill9Writers}} {
+		t.Run(string(tc.mode), func(t *testing.T) { kill9(t, tc.mode, tc.writers) })
+	}
+}
+
+const kill9Writers = 32
+
+func kill9(t *testing.T, mode jetstream.CommitMode, writers int) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9$")
-	cmd.Env = append(os.Environ(), "CAIRN_KILL9_CHILD="+dir)
+	cmd.Env = append(os.Environ(), "CAIRN_KILL9_CHILD="+dir, "CAIRN_KILL9_MODE="+string(mode))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -86,61 +99,75 @@ func TestKill9(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	acked := int64(0)
+	acked := make([]int64, writers)
+	total := 0
 	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if rev, ok := strings.CutPrefix(sc.Text(), "acked "); ok {
-			acked, _ = strconv.ParseInt(rev, 10, 64)
-			if acked >= 25 {
-				break
-			}
+	for sc.Scan() && total < 25*writers {
+		var w int
+		var rev int64
+		if _, err := fmt.Sscanf(sc.Text(), "acked %d %d", &w, &rev); err == nil && w < writers {
+			acked[w] = max(acked[w], rev)
+			total++
 		}
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if acked < 25 {
-		t.Fatalf("child acknowledged only %d revisions before it stopped", acked)
+	if total < 25*writers {
+		t.Fatalf("child acknowledged only %d commits before it stopped", total)
 	}
 	srv := natstest.ServerAt(t, dir)
-	s := newStore(t, natstest.Connect(t, srv), jetstream.Config{})
-	h, err := s.Open(context.Background(), "k9", "run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := h.LoadCheckpoint(context.Background())
-	if err != nil || got == nil || got.Revision < acked {
-		t.Fatalf("after kill -9: checkpoint %+v, %v; %d revisions were acknowledged", got, err, acked)
-	}
-	if n := len(history(t, h)); int64(n) != got.Revision {
-		t.Fatalf("history has %d messages for revision %d", n, got.Revision)
+	s := newStore(t, natstest.Connect(t, srv), jetstream.Config{GroupCommit: jetstream.GroupCommit{Mode: mode}})
+	for w := 0; w < writers; w++ {
+		h, err := s.Open(context.Background(), fmt.Sprintf("k9-%d", w), "run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := h.LoadCheckpoint(context.Background())
+		if err != nil || got == nil || got.Revision < acked[w] {
+			t.Fatalf("writer %d after kill -9: checkpoint %+v, %v; revision %d was acknowledged", w, got, err, acked[w])
+		}
+		if n := len(history(t, h)); int64(n) != got.Revision {
+			t.Fatalf("writer %d: history has %d messages for revision %d", w, n, got.Revision)
+		}
 	}
 }
 
-func kill9Child() {
-	dir := os.Getenv("CAIRN_KILL9_CHILD")
+func kill9Child(dir, mode string) {
+	fail := func(err error) {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
 	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: dir})
 	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
+		fail(err)
 	}
 	nc, _ := srv.Connect()
-	s, err := jetstream.New(context.Background(), nc, jetstream.Config{})
+	s, err := jetstream.New(context.Background(), nc, jetstream.Config{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitMode(mode)}})
 	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
+		fail(err)
 	}
-	h, err := s.Open(context.Background(), "k9", "run")
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
+	writers := 1
+	if mode == string(jetstream.CommitBatch) {
+		writers = kill9Writers
 	}
-	for rev := int64(1); ; rev++ {
-		if err := h.SaveCheckpoint(context.Background(), cp(rev, text(fmt.Sprintf("m%d", rev), "x"))); err != nil {
-			fmt.Println("error", err)
-			os.Exit(1)
+	var mu sync.Mutex
+	for w := 0; w < writers; w++ {
+		h, err := s.Open(context.Background(), fmt.Sprintf("k9-%d", w), "run")
+		if err != nil {
+			fail(err)
 		}
-		fmt.Println("acked", rev)
+		go func() {
+			for rev := int64(1); ; rev++ {
+				if err := h.SaveCheckpoint(context.Background(), cp(rev, text(fmt.Sprintf("m%d", rev), "x"))); err != nil {
+					fail(err)
+				}
+				mu.Lock()
+				fmt.Println("acked", w, rev)
+				mu.Unlock()
+			}
+		}()
 	}
+	select {}
 }

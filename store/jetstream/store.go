@@ -71,9 +71,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now supplies event times; nil means time.Now.
 	Now func() time.Time
+	// GroupCommit configures how commits are grouped into atomic batches
+	// when many runs commit at once (default: adaptive).
+	GroupCommit GroupCommit
 	// OnCommit, when set, observes every SaveCheckpoint that reached the
-	// log: its duration and its error (metrics).
-	OnCommit func(d time.Duration, err error)
+	// log: how it was published, its duration and its error (metrics).
+	OnCommit func(CommitEvent)
+	// OnBatch, when set, observes every atomic batch (metrics).
+	OnBatch func(BatchEvent)
 }
 
 // Errors besides the runtime's ErrConflict, ErrLeaseLost, ErrSessionBusy.
@@ -94,6 +99,11 @@ type Store struct {
 	maxInline int
 	// publishMsg is js.PublishMsg; tests replace it to lose acknowledgements.
 	publishMsg func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	// batchPublish and batchRequest send a batch's messages and its commit
+	// (nc.PublishMsg, nc.RequestMsgWithContext); tests replace them.
+	batchPublish func(msg *nats.Msg) error
+	batchRequest func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
+	commits      *committer
 }
 
 const blobBucket = "CAIRN_BLOBS"
@@ -124,6 +134,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if err := cfg.GroupCommit.defaults(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -132,7 +145,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Store{cfg: cfg, nc: nc, js: js, log: log, publishMsg: js.PublishMsg}
+	s := &Store{cfg: cfg, nc: nc, js: js, log: log, publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext}
+	s.commits = newCommitter(s, cfg.GroupCommit)
 	if s.stream, err = ensureStream(ctx, js, streamConfig(cfg)); err != nil {
 		return nil, err
 	}
@@ -160,6 +174,8 @@ func streamConfig(cfg Config) jetstream.StreamConfig {
 		Duplicates:  5 * time.Minute,
 		AllowDirect: true,
 		DenyDelete:  true,
+		// Group commit sends atomic batches (nats-server 2.12+).
+		AllowAtomicPublish: cfg.GroupCommit.Mode != CommitSingle,
 	}
 }
 
@@ -208,6 +224,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("%w: stream %s: %v", ErrStreamMismatch, want.Name, bad)
+	}
+	if want.AllowAtomicPublish && !got.AllowAtomicPublish {
+		// A stream made before group commit (or by CommitSingle): turning
+		// atomic publish on changes nothing stored.
+		upd := got
+		upd.AllowAtomicPublish = true
+		if st, err = js.UpdateStream(ctx, upd); err != nil {
+			return nil, fmt.Errorf("jetstream: stream %s: enabling atomic batch publish for group commit (needs nats-server 2.12+; Config.GroupCommit.Mode single works without it): %w", want.Name, err)
+		}
 	}
 	return st, nil
 }
@@ -554,9 +579,9 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
-	seq, err := h.publish(ctx, events.CheckpointSubject(h.session, h.run, cp.Reply != nil), ev, id)
+	seq, mode, err := h.commit(ctx, events.CheckpointSubject(h.session, h.run, cp.Reply != nil), ev, id)
 	if h.s.cfg.OnCommit != nil {
-		h.s.cfg.OnCommit(time.Since(start), err)
+		h.s.cfg.OnCommit(CommitEvent{Mode: mode, Duration: time.Since(start), Err: err})
 	}
 	if err != nil {
 		return fmt.Errorf("jetstream: save run %s rev %d: %w", h.run, cp.Revision, err)
@@ -574,21 +599,49 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 // resolves every ambiguous answer by reading the log. Callers hold h.mu
 // (or own h exclusively).
 func (h *RunStore) publish(ctx context.Context, subject string, ev events.Envelope, id string) (uint64, error) {
-	s := h.s
-	body, hdrs, err := events.Encode(ev, id)
+	msg, err := h.message(ctx, subject, ev, id)
 	if err != nil {
 		return 0, err
 	}
-	if len(body) > s.maxInline {
+	return h.publishMsg(ctx, msg, id)
+}
+
+// commit is publish through the committer: a checkpoint commit may share
+// one atomic batch, and one flush, with other runs' commits.
+func (h *RunStore) commit(ctx context.Context, subject string, ev events.Envelope, id string) (uint64, string, error) {
+	msg, err := h.message(ctx, subject, ev, id)
+	if err != nil {
+		return 0, "single", err
+	}
+	return h.s.commits.commit(ctx, msg, id, events.SessionAll(h.session), h.seq, func() (uint64, error) {
+		return h.publishMsg(ctx, msg, id)
+	})
+}
+
+// message encodes an event, its payload moved to the object store when it
+// is too large for one message.
+func (h *RunStore) message(ctx context.Context, subject string, ev events.Envelope, id string) (*nats.Msg, error) {
+	body, hdrs, err := events.Encode(ev, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > h.s.maxInline {
 		if body, hdrs, err = h.offload(ctx, ev, id); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	msg := nats.NewMsg(subject)
-	msg.Data = body
+	msg := &nats.Msg{Subject: subject, Data: body, Header: make(nats.Header, len(hdrs)+3)}
 	for k, v := range hdrs {
-		msg.Header.Set(k, v)
+		msg.Header[k] = []string{v}
 	}
+	return msg, nil
+}
+
+// publishMsg is the single-publish path: one fenced publish, retried on
+// transient errors, every ambiguous answer settled by reading the log.
+func (h *RunStore) publishMsg(ctx context.Context, msg *nats.Msg, id string) (uint64, error) {
+	s := h.s
+	subject := msg.Subject
 	fence := events.SessionAll(h.session)
 	for attempt := 0; ; attempt++ {
 		ack, err := s.publishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(h.seq, fence), jetstream.WithMsgID(id))

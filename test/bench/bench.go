@@ -40,6 +40,8 @@ type config struct {
 	reps      int
 	writers   []int
 	scenarios map[string]bool
+	// gc configures the store's group commit (zero: the defaults).
+	gc jetstream.GroupCommit
 }
 
 type row struct {
@@ -56,8 +58,14 @@ func main() {
 	scen := flag.String("scenarios", "B1,B2", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers for B1")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
+	var gc jetstream.GroupCommit
+	flag.StringVar((*string)(&gc.Mode), "gc-mode", "", "group commit mode: adaptive (default), single or batch")
+	flag.IntVar(&gc.Threshold, "gc-threshold", 0, "group commit: commits in flight from which to batch (0: default)")
+	flag.IntVar(&gc.MinBatch, "gc-min", 0, "group commit: smallest batch (0: default)")
+	flag.IntVar(&gc.MaxBatch, "gc-max", 0, "group commit: largest batch (0: default)")
+	flag.IntVar(&gc.MaxInflight, "gc-inflight", 0, "group commit: batches in flight (0: default)")
 	flag.Parse()
-	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}}
+	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc}
 	for _, s := range strings.Split(*scen, ",") {
 		cfg.scenarios[strings.TrimSpace(s)] = true
 	}
@@ -135,32 +143,44 @@ func server(noSync bool) (*jetstream.Server, *nats.Conn, func(), error) {
 type stats struct {
 	rate     float64
 	p50, p99 time.Duration
+	elapsed  time.Duration
 }
 
-// load runs commit functions, one per writer, for d and returns the rate
-// and latency percentiles.
-func load(d time.Duration, writers int, newWriter func(w int) (func(context.Context) error, error)) (stats, error) {
-	fns := make([]func(context.Context) error, writers)
-	for w := range fns {
+// loader runs commit functions, one per writer, and accumulates their
+// count and latencies over every phase it runs.
+type loader struct {
+	fns     []func(context.Context) error
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+func newLoader(writers int, newWriter func(w int) (func(context.Context) error, error)) (*loader, error) {
+	l := &loader{fns: make([]func(context.Context) error, writers)}
+	for w := range l.fns {
 		fn, err := newWriter(w)
 		if err != nil {
-			return stats{}, err
+			return nil, err
 		}
-		fns[w] = fn
+		l.fns[w] = fn
 	}
-	lat := make([][]time.Duration, writers)
+	return l, nil
+}
+
+// phase runs every writer for d.
+func (l *loader) phase(d time.Duration) error {
+	lat := make([][]time.Duration, len(l.fns))
 	var stop atomic.Bool
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < writers; w++ {
+	for w := range l.fns {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for !stop.Load() {
 				t0 := time.Now()
-				if err := fns[w](context.Background()); err != nil {
+				if err := l.fns[w](context.Background()); err != nil {
 					once.Do(func() { firstErr = err })
 					stop.Store(true)
 					return
@@ -172,19 +192,58 @@ func load(d time.Duration, writers int, newWriter func(w int) (func(context.Cont
 	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	elapsed := time.Since(start)
-	if firstErr != nil {
-		return stats{}, firstErr
+	l.elapsed += time.Since(start)
+	for _, x := range lat {
+		l.lat = append(l.lat, x...)
 	}
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	if len(all) == 0 {
+	return firstErr
+}
+
+func (l *loader) stats() (stats, error) {
+	if len(l.lat) == 0 {
 		return stats{}, fmt.Errorf("no operation completed")
 	}
+	all := slices.Clone(l.lat)
 	slices.Sort(all)
-	return stats{rate: float64(len(all)) / elapsed.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100]}, nil
+	return stats{rate: float64(len(all)) / l.elapsed.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], elapsed: l.elapsed}, nil
+}
+
+// load runs one loader for d.
+func load(d time.Duration, writers int, newWriter func(w int) (func(context.Context) error, error)) (stats, error) {
+	l, err := newLoader(writers, newWriter)
+	if err != nil {
+		return stats{}, err
+	}
+	if err := l.phase(d); err != nil {
+		return stats{}, err
+	}
+	return l.stats()
+}
+
+// versus measures Cairn and its baseline over the same stretch of time:
+// d each, in alternating slices (A B B A ...), so a disk or a neighbour
+// that slows down for a second slows both sides alike. A ratio taken from
+// two back-to-back runs was off by up to 2x on this machine.
+func versus(d time.Duration, cairn, base *loader) (c, b stats, err error) {
+	const slices = 4
+	slice := d / slices
+	for i := 0; i < slices; i++ {
+		first, second := cairn, base
+		if i%2 == 1 {
+			first, second = base, cairn
+		}
+		if err := first.phase(slice); err != nil {
+			return stats{}, stats{}, err
+		}
+		if err := second.phase(slice); err != nil {
+			return stats{}, stats{}, err
+		}
+	}
+	if c, err = cairn.stats(); err != nil {
+		return stats{}, stats{}, err
+	}
+	b, err = base.stats()
+	return c, b, err
 }
 
 var payload = strings.Repeat("x", 1024)
@@ -213,7 +272,13 @@ func b1(ctx context.Context, cfg config) ([]row, error) {
 		return nil, err
 	}
 	defer done()
-	s, err := jetstream.New(ctx, nc, jetstream.Config{})
+	var batches, batched atomic.Int64
+	s, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: cfg.gc, OnBatch: func(ev jetstream.BatchEvent) {
+		if ev.Err == nil {
+			batches.Add(1)
+			batched.Add(int64(ev.Size))
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -223,13 +288,13 @@ func b1(ctx context.Context, cfg config) ([]row, error) {
 		r := row{scenario: "B1", what: fmt.Sprintf("commits/s, %d writer(s)", writers), target: 0.8, note: "SyncAlways"}
 		for rep := 0; rep < cfg.reps; rep++ {
 			id := round.Add(1)
-			raw, err := load(cfg.duration, writers, func(w int) (func(context.Context) error, error) {
+			base, err := newLoader(writers, func(w int) (func(context.Context) error, error) {
 				return rawWriter(js, fmt.Sprintf("cairn.sess.raw%d-%d.run.r.c.step", id, w)), nil
 			})
 			if err != nil {
 				return nil, err
 			}
-			st, err := load(cfg.duration, writers, func(w int) (func(context.Context) error, error) {
+			cairn, err := newLoader(writers, func(w int) (func(context.Context) error, error) {
 				h, err := s.Open(ctx, fmt.Sprintf("b1-%d-%d", id, w), "r")
 				if err != nil {
 					return nil, err
@@ -247,8 +312,17 @@ func b1(ctx context.Context, cfg config) ([]row, error) {
 			if err != nil {
 				return nil, err
 			}
+			batches.Store(0)
+			batched.Store(0)
+			st, raw, err := versus(cfg.duration, cairn, base)
+			if err != nil {
+				return nil, err
+			}
 			r.ratio = append(r.ratio, st.rate/raw.rate)
 			r.cairn = fmt.Sprintf("%.0f/s p50 %s p99 %s", st.rate, st.p50.Round(10*time.Microsecond), st.p99.Round(10*time.Microsecond))
+			if n := batches.Load(); n > 0 {
+				r.cairn += fmt.Sprintf(", %.0f%% in batches of %.0f", 100*float64(batched.Load())/(st.rate*st.elapsed.Seconds()), float64(batched.Load())/float64(n))
+			}
 			r.baseline = fmt.Sprintf("%.0f/s p50 %s p99 %s", raw.rate, raw.p50.Round(10*time.Microsecond), raw.p99.Round(10*time.Microsecond))
 		}
 		rows = append(rows, r)
