@@ -188,15 +188,48 @@ func (b *backend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Val
 		return jstool.Value{}, fmt.Errorf("%w: agent %q may not call %s", ErrNotGranted, b.agent, inv.Capability)
 	}
 	res, err := bd.srv.call(ctx, bd.tool, inv.Args)
-	if err != nil {
-		return jstool.Value{}, err
+	if err == nil {
+		var v jstool.Value
+		v, err = convertResult(ctx, res, b.h.opts.Blobs, b.h.opts.Redactor)
+		if err == nil {
+			// The canonical invoker redacts with the run's redactor; this
+			// one also knows the servers' own secrets (their headers, say).
+			v.JSON = redactJSON(b.h.opts.Redactor, v.JSON)
+			return v, nil
+		}
 	}
-	return convertResult(ctx, res, b.h.opts.Blobs, b.h.opts.Redactor)
+	return jstool.Value{}, &redactedError{msg: b.h.opts.Redactor.Redact(err.Error()), err: err}
 }
+
+// redactJSON redacts JSON text; a redaction that breaks the JSON yields the
+// redacted text as a JSON string, never the original.
+func redactJSON(r runtime.Redactor, js json.RawMessage) json.RawMessage {
+	red := r.Redact(string(js))
+	if red == string(js) {
+		return js
+	}
+	if !json.Valid([]byte(red)) {
+		b, _ := json.Marshal(red)
+		return b
+	}
+	return json.RawMessage(red)
+}
+
+// redactedError keeps the error's identity (errors.Is) with redacted text.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // Close stops every server (a stdio server's stdin is closed, then it is
 // terminated) and waits for their supervisors.
 func (h *Host) Close() {
+	if h == nil {
+		return
+	}
 	h.closeOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, s := range h.servers {

@@ -28,6 +28,9 @@ type nodeOptions struct {
 	logger    *slog.Logger
 	sink      func(events.Run, runtime.SinkEvent)
 	metrics   *metrics
+	// mcpServers is the file of MCP servers whose tools are capabilities
+	// (capabilities/mcp); empty means none.
+	mcpServers string
 	// discover is how long to wait for capability services to answer at
 	// start; zero means 300ms with --nats and none with the embedded server
 	// (nothing else can be connected to it yet).
@@ -99,10 +102,19 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	mcpHost, caps, route, err := withMCP(ctx, o, dep, js, caps, backends(backendFor(kv), nc, ext))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !started {
+			mcpHost.Close()
+		}
+	}()
 	cfg := actors.Config{
 		Conn: nc, Agents: dep.list(),
 		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
-		Capabilities: caps, BackendFor: backends(backendFor(kv), nc, ext), Executors: executors,
+		Capabilities: caps, BackendFor: route, Executors: executors,
 		Redactor: runtime.Secrets(secrets()), Sink: o.sink, Logger: o.logger,
 	}
 	if o.metrics != nil {
@@ -121,7 +133,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		return nil, err
 	}
 	started = true
-	return &app{dep: dep, nc: nc, js: js, node: node, close: func() { node.Close(); closeNATS() }}, nil
+	return &app{dep: dep, nc: nc, js: js, node: node, close: func() { node.Close(); mcpHost.Close(); closeNATS() }}, nil
 }
 
 func connect(o nodeOptions) (*nats.Conn, func(), error) {

@@ -44,6 +44,7 @@ func serveCmd(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "model for every agent")
 	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
 	fs.StringVar(&o.listen, "listen", env("CAIRN_LISTEN", "127.0.0.1:8700"), "HTTP address")
+	fs.StringVar(&o.mcpServers, "mcp-servers", env("CAIRN_MCP_SERVERS", ""), "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token of the default principal")
 	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
 	config := fs.String("config", env("CAIRN_CONFIG", ""), "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
@@ -141,6 +142,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	mux.HandleFunc("GET /v1/runs/{run}/events", api.auth(api.events))
 	mux.HandleFunc("POST /v1/runs/{run}/continue", api.auth(api.continueRun))
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", api.auth(api.cancel))
+	mux.Handle("/mcp", api.mcpHandler()) // Cairn as an MCP server (mcp.go), same tokens
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// askerDir is a deployment with one agent that asks a question, then
+// answers with the city it was told.
+func askerDir(t *testing.T, more map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"asker.yaml": `slug: asker
+description: Asks for a city, then names it.
+instructions: Ask which city, then answer with it.
+model: scripted:asker.script.yaml
+limits: {context_tokens: 8000, output_tokens: 500}
+output_schema: {type: object, required: [city], properties: {city: {type: string}}}
+`,
+		"asker.script.yaml": `steps:
+  - calls:
+      - id: q1
+        name: complete
+        args: {type: needs_input, question: "Which city?"}
+  - calls:
+      - id: a1
+        name: complete
+        args: {type: output, output: {city: Oslo}}
+`,
+	}
+	for k, v := range more {
+		files[k] = v
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// serveAt starts `node serve` in-process with alice's and bob's tokens.
+func serveAt(t *testing.T, o nodeOptions) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	o.data = t.TempDir()
+	o.logger = slog.New(slog.DiscardHandler)
+	so := serveOptions{nodeOptions: o, listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
+	go func() { done <- serve(ctx, so, ready) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case addr := <-ready:
+		return "http://" + addr
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return ""
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpClient(t *testing.T, tr sdk.Transport) *sdk.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// callTool calls a tool and decodes its structured content; isError
+// results come back as their text.
+func callTool(t *testing.T, cs *sdk.ClientSession, name string, args any) (mcpRun, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		var texts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				texts = append(texts, tc.Text)
+			}
+		}
+		return mcpRun{}, strings.Join(texts, "\n")
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var out mcpRun
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: structured content %s: %v", name, b, err)
+	}
+	return out, ""
+}
+
+// followToReply drives a run from start to its needs_input question, the
+// answer, and the continuation's output, with the SDK's own client.
+func followToReply(t *testing.T, cs *sdk.ClientSession) mcpRun {
+	t.Helper()
+	ctx := context.Background()
+	agents, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_agents", Arguments: map[string]any{}})
+	if err != nil || agents.IsError {
+		t.Fatalf("list_agents: %v %+v", err, agents)
+	}
+	if b, _ := json.Marshal(agents.StructuredContent); !strings.Contains(string(b), `"slug":"asker"`) {
+		t.Fatalf("list_agents = %s", b)
+	}
+	started, msg := callTool(t, cs, "start_run", map[string]any{"agent": "asker", "message": "Name a city."})
+	if msg != "" || started.RunID == "" {
+		t.Fatalf("start_run: %+v %s", started, msg)
+	}
+	asked, msg := callTool(t, cs, "get_run", map[string]any{"run_id": started.RunID, "wait_seconds": 60})
+	if msg != "" || asked.Status != "completed" || asked.Reply == nil || asked.Reply.Type != "needs_input" || asked.Reply.Question != "Which city?" {
+		t.Fatalf("get_run: %+v %s", asked, msg)
+	}
+	next, msg := callTool(t, cs, "answer", map[string]any{"run_id": started.RunID, "message": "Oslo"})
+	if msg != "" || next.RunID == "" || next.RunID == started.RunID || next.SessionID != started.SessionID {
+		t.Fatalf("answer: %+v %s", next, msg)
+	}
+	done, msg := callTool(t, cs, "get_run", map[string]any{"run_id": next.RunID, "wait_seconds": 60})
+	if msg != "" || done.Status != "completed" || done.Reply == nil || done.Reply.Type != "output" {
+		t.Fatalf("get_run after the answer: %+v %s", done, msg)
+	}
+	if out, _ := done.Reply.Output.(map[string]any); out["city"] != "Oslo" {
+		t.Fatalf("output = %v", done.Reply.Output)
+	}
+	return started
+}
+
+// TestMCPServerHTTP: the Go SDK's client drives Cairn's MCP endpoint on
+// `node serve` end to end, with the API's tokens: runs are the caller's own.
+func TestMCPServerHTTP(t *testing.T) {
+	base := serveAt(t, nodeOptions{agentsDir: askerDir(t, nil)})
+	alice := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
+	run := followToReply(t, alice)
+
+	bob := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"bob-token"}}})
+	if _, msg := callTool(t, bob, "get_run", map[string]any{"run_id": run.RunID}); !strings.Contains(msg, "no such run") {
+		t.Errorf("bob saw alice's run: %q", msg)
+	}
+	if _, msg := callTool(t, bob, "cancel_run", map[string]any{"run_id": run.RunID}); !strings.Contains(msg, "no such run") {
+		t.Errorf("bob cancelled alice's run: %q", msg)
+	}
+	if _, msg := callTool(t, alice, "answer", map[string]any{"run_id": run.RunID + "x", "message": "again"}); !strings.Contains(msg, "no such run") {
+		t.Errorf("answer to an unknown run: %q", msg)
+	}
+	if _, msg := callTool(t, alice, "start_run", map[string]any{"agent": "nobody", "message": "x"}); !strings.Contains(msg, `agent "nobody" is not deployed`) {
+		t.Errorf("unknown agent: %q", msg)
+	}
+
+	resp, err := http.Post(base+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token: status %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestMCPServerStdio: `node mcp` as a subprocess, driven over stdio by the
+// SDK's CommandTransport.
+func TestMCPServerStdio(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CAIRN_NODE_ARGS="+strings.Join([]string{"mcp", "--agents", askerDir(t, nil), "--data", t.TempDir()}, "\x1f"))
+	cs := mcpClient(t, &sdk.CommandTransport{Command: cmd})
+	followToReply(t, cs)
+	if _, msg := callTool(t, cs, "get_run", map[string]any{"run_id": "r0000", "wait_seconds": 1}); !strings.Contains(msg, "no such run") {
+		t.Errorf("unknown run: %q", msg)
+	}
+	if _, msg := callTool(t, cs, "get_run", map[string]any{"run_id": "x", "wait_seconds": 301}); !strings.Contains(msg, "wait_seconds") {
+		t.Errorf("wait_seconds out of range: %q", msg)
+	}
+}
