@@ -124,7 +124,7 @@ func callTool(t *testing.T, cs *sdk.ClientSession, name string, args any) (mcpRu
 
 // followToReply drives a run from start to its needs_input question, the
 // answer, and the continuation's output, with the SDK's own client.
-func followToReply(t *testing.T, cs *sdk.ClientSession) mcpRun {
+func followToReply(t *testing.T, cs *sdk.ClientSession) (first, second mcpRun) {
 	t.Helper()
 	ctx := context.Background()
 	agents, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_agents", Arguments: map[string]any{}})
@@ -153,7 +153,7 @@ func followToReply(t *testing.T, cs *sdk.ClientSession) mcpRun {
 	if out, _ := done.Reply.Output.(map[string]any); out["city"] != "Oslo" {
 		t.Fatalf("output = %v", done.Reply.Output)
 	}
-	return started
+	return started, next
 }
 
 // TestMCPServerHTTP: the Go SDK's client drives Cairn's MCP endpoint on
@@ -161,7 +161,10 @@ func followToReply(t *testing.T, cs *sdk.ClientSession) mcpRun {
 func TestMCPServerHTTP(t *testing.T) {
 	base := serveAt(t, nodeOptions{agentsDir: askerDir(t, nil)})
 	alice := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
-	run := followToReply(t, alice)
+	run, answered := followToReply(t, alice)
+	if _, msg := callTool(t, alice, "answer", map[string]any{"run_id": answered.RunID, "message": "again"}); !strings.Contains(msg, "did not ask a question") {
+		t.Errorf("answer to a run that replied with output: %q", msg)
+	}
 
 	bob := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"bob-token"}}})
 	if _, msg := callTool(t, bob, "get_run", map[string]any{"run_id": run.RunID}); !strings.Contains(msg, "no such run") {
@@ -199,5 +202,114 @@ func TestMCPServerStdio(t *testing.T) {
 	}
 	if _, msg := callTool(t, cs, "get_run", map[string]any{"run_id": "x", "wait_seconds": 301}); !strings.Contains(msg, "wait_seconds") {
 		t.Errorf("wait_seconds out of range: %q", msg)
+	}
+}
+
+// npmServersFile writes an --mcp-servers file for the npm servers that
+// .ci/run installs (CAIRN_MCP_NPM); without them the test is skipped, except
+// in CI, where it fails.
+func npmServersFile(t *testing.T, agents string) string {
+	t.Helper()
+	dir := os.Getenv("CAIRN_MCP_NPM")
+	if dir == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CAIRN_MCP_NPM is not set in CI: .ci/run installs the npm MCP servers and sets it")
+		}
+		t.Skip("CAIRN_MCP_NPM is not set (see .ci/run)")
+	}
+	mod := filepath.Join(dir, "node_modules", "@modelcontextprotocol")
+	body := `servers:
+  - name: everything
+    command: [node, ` + filepath.Join(mod, "server-everything", "dist", "index.js") + `, stdio]
+    tools: [echo, get-tiny-image]
+    agents: [` + agents + `]
+  - name: memory
+    command: [node, ` + filepath.Join(mod, "server-memory", "dist", "index.js") + `]
+    env: {MEMORY_FILE_PATH: ` + filepath.Join(t.TempDir(), "memory.jsonl") + `}
+    tools: [create_entities, read_graph]
+    agents: [` + agents + `]
+    effects: {read_graph: read-only}
+`
+	path := filepath.Join(t.TempDir(), "mcp.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const toolsmith = `slug: toolsmith
+instructions: Use the MCP tools.
+model: scripted:toolsmith.script.yaml
+limits: {context_tokens: 8000, output_tokens: 500}
+output_schema: {type: object, required: [city], properties: {city: {type: string}}}
+`
+
+const toolsmithScript = `steps:
+  - calls:
+      - id: t1
+        name: run_js
+        args:
+          code: |
+            const img = await caps.everything.get_tiny_image({});
+            await caps.memory.create_entities({entities: [{name: "Oslo", entityType: "city", observations: ["cold"]}]});
+            const g = await caps.memory.read_graph({});
+            const e = await caps.everything.echo({message: "hi"});
+            return {ref: img.attachments[0].ref, entities: g.structured.entities.length, echo: e.text};
+  - calls:
+      - id: t2
+        name: complete
+        args: {type: output, output: {city: Oslo}}
+`
+
+// TestMCPToolsAsCapabilities: `node serve --mcp-servers` binds the npm
+// servers' tools for the agent the file names; a run calls them from
+// run_js (the image lands in the node's object store), driven through
+// Cairn's own MCP endpoint.
+func TestMCPToolsAsCapabilities(t *testing.T) {
+	dir := askerDir(t, map[string]string{"toolsmith.yaml": toolsmith, "toolsmith.script.yaml": toolsmithScript})
+	base := serveAt(t, nodeOptions{agentsDir: dir, mcpServers: npmServersFile(t, "toolsmith")})
+	alice := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
+	started, msg := callTool(t, alice, "start_run", map[string]any{"agent": "toolsmith", "message": "Go."})
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	done, msg := callTool(t, alice, "get_run", map[string]any{"run_id": started.RunID, "wait_seconds": 120})
+	if msg != "" || done.Status != "completed" {
+		t.Fatalf("get_run: %+v %s", done, msg)
+	}
+	req, _ := http.NewRequest("GET", base+"/v1/runs/"+started.RunID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer alice-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var log strings.Builder
+	buf := make([]byte, 32<<10)
+	for !strings.Contains(log.String(), "event: end") {
+		n, err := resp.Body.Read(buf)
+		log.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	for _, want := range []string{`nats-object://CAIRN_ATTACHMENTS/`, `\"entities\":1`, `Echo: hi`} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the run's events do not contain %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("events:\n%s", log.String())
+	}
+}
+
+// TestMCPToolNotGranted: an agent whose definition names an MCP tool the
+// servers file does not grant it stops the node, naming file and field.
+func TestMCPToolNotGranted(t *testing.T) {
+	sneaky := strings.Replace(toolsmith, "slug: toolsmith", "slug: sneaky", 1) + "capabilities: [everything.echo]\n"
+	dir := askerDir(t, map[string]string{"toolsmith.yaml": toolsmith, "toolsmith.script.yaml": toolsmithScript, "sneaky.yaml": sneaky})
+	_, err := startApp(context.Background(), nodeOptions{agentsDir: dir, data: t.TempDir(), mcpServers: npmServersFile(t, "toolsmith")})
+	if err == nil || !strings.Contains(err.Error(), "sneaky.yaml: capabilities[0]: everything.echo is an MCP tool") {
+		t.Fatalf("err = %v", err)
 	}
 }
