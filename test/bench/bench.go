@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type config struct {
 	scenarios map[string]bool
 	// gc configures the store's group commit (zero: the defaults).
 	gc jetstream.GroupCommit
+	// parked: B5's numbers of parked runs.
+	parked []int
+	// b8Runs runs of b8Events events each make B8's busy stream.
+	b8Runs, b8Events int
 }
 
 type row struct {
@@ -55,8 +60,11 @@ func main() {
 	jsexec.MaybeRunWorker()
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
-	scen := flag.String("scenarios", "B1,B2", "scenarios to run")
-	writers := flag.String("writers", "1,64,512", "concurrent writers for B1")
+	scen := flag.String("scenarios", "B1,B2,B3,B4,B5,B6,B8", "scenarios to run")
+	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
+	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
+	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
+	b8Events := flag.Int("b8-events", 100, "B8: events per run")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
 	var gc jetstream.GroupCommit
 	flag.StringVar((*string)(&gc.Mode), "gc-mode", "", "group commit mode: adaptive (default), single or batch")
@@ -65,19 +73,20 @@ func main() {
 	flag.IntVar(&gc.MaxBatch, "gc-max", 0, "group commit: largest batch (0: default)")
 	flag.IntVar(&gc.MaxInflight, "gc-inflight", 0, "group commit: batches in flight (0: default)")
 	flag.Parse()
-	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc}
+	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events}
 	for _, s := range strings.Split(*scen, ",") {
-		cfg.scenarios[strings.TrimSpace(s)] = true
+		cfg.scenarios[strings.ToUpper(strings.TrimSpace(s))] = true
 	}
-	for _, w := range strings.Split(*writers, ",") {
-		var n int
-		fmt.Sscan(w, &n)
-		if n > 0 {
-			cfg.writers = append(cfg.writers, n)
-		}
+	var err error
+	if cfg.writers, err = ints("writers", *writers); err == nil {
+		cfg.parked, err = ints("parked", *parked)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
 	}
 	if *smoke {
-		cfg.duration, cfg.reps, cfg.writers = 200*time.Millisecond, 1, []int{1, 4}
+		cfg = smokeConfig(cfg.scenarios)
 	}
 	rows, err := run(context.Background(), cfg)
 	if err != nil {
@@ -85,6 +94,25 @@ func main() {
 		os.Exit(1)
 	}
 	print(os.Stdout, rows)
+}
+
+// ints parses a comma-separated list of positive integers.
+func ints(flagName, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-%s: %q is not a positive integer", flagName, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// smokeConfig is a run small enough for CI that still drives every
+// scenario's whole path.
+func smokeConfig(scenarios map[string]bool) config {
+	return config{duration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, b8Runs: 10, b8Events: 10}
 }
 
 func run(ctx context.Context, cfg config) ([]row, error) {
@@ -105,6 +133,43 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
+	if cfg.scenarios["B3"] {
+		r, err := b3(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B4"] {
+		r, err := b4(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	if cfg.scenarios["B5"] {
+		for _, n := range cfg.parked {
+			r, err := b5(ctx, cfg, n)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+	}
+	if cfg.scenarios["B6"] {
+		r, err := b6(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B8"] {
+		r, err := b8(ctx, cfg, cfg.b8Runs, cfg.b8Events)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
 	return rows, nil
 }
 
@@ -115,7 +180,11 @@ func print(w io.Writer, rows []row) {
 		rs := append([]float64(nil), r.ratio...)
 		sort.Float64s(rs)
 		med := rs[len(rs)/2]
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f (%.2f-%.2f) | >= %.1f | %s |\n", r.scenario, r.what, r.cairn, r.baseline, med, rs[0], rs[len(rs)-1], r.target, r.note)
+		target := "—"
+		if r.target > 0 {
+			target = fmt.Sprintf(">= %.1f", r.target)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f (%.2f-%.2f) | %s | %s |\n", r.scenario, r.what, r.cairn, r.baseline, med, rs[0], rs[len(rs)-1], target, r.note)
 	}
 }
 

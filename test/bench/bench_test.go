@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,14 +18,22 @@ func TestMain(m *testing.M) {
 // The harness runs (CI checks only that; the figures are reported, never
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
-	rows, err := run(context.Background(), config{duration: 100 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: map[string]bool{"B1": true, "B2": true}})
+	all := map[string]bool{}
+	for _, s := range []string{"B1", "B2", "B3", "B4", "B5", "B6", "B8"} {
+		all[s] = true
+	}
+	rows, err := run(context.Background(), smokeConfig(all))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 4 {
-		t.Fatalf("%d rows, want 4", len(rows))
+	// B1, B2, B3 and B6 have two rows each (writers 1 and 4; sync modes;
+	// two scripts), B4, B5 and B8 one.
+	if len(rows) != 11 {
+		t.Fatalf("%d rows, want 11", len(rows))
 	}
-	print(io.Discard, rows)
+	var b strings.Builder
+	print(&b, rows)
+	t.Log("\n" + b.String())
 }
 
 // BenchmarkB2 is B2 as a go benchmark (for benchstat across commits).

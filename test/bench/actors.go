@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jsexec"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+const (
+	outSchema   = `{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}},"additionalProperties":false}`
+	childSchema = `{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}},"additionalProperties":false}`
+)
+
+// nodeSetup is an actors.Node as cmd/node starts it: the JetStream store
+// (with the harness's group commit settings), the in-process JavaScript
+// executor, and three agents: calc (run_js only), planner (subagent
+// worker) and worker.
+type nodeSetup struct {
+	calc, planner, worker model.Model
+	sink                  func(events.Run, runtime.SinkEvent)
+	idle                  time.Duration
+	store                 jetstream.Config
+}
+
+func (ns nodeSetup) start(ctx context.Context, nc *nats.Conn) (*actors.Node, error) {
+	exec, err := jsexec.New(jsexec.WithMode(jsexec.ModeInProcess))
+	if err != nil {
+		return nil, err
+	}
+	limits := runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}
+	models := map[string]model.Model{"calc": ns.calc, "planner": ns.planner, "worker": ns.worker}
+	var agents []actors.Agent
+	for _, a := range []actors.Agent{
+		{Definition: runtime.AgentDefinition{Slug: "calc", Instructions: "Compute.", OutputSchema: json.RawMessage(outSchema)}, Limits: limits, Budget: runtime.Budget{Steps: 100}},
+		{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}}, Limits: limits, Budget: runtime.Budget{Steps: 100, Timeout: 24 * time.Hour}},
+		{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)}, Limits: limits},
+	} {
+		if models[a.Definition.Slug] != nil {
+			agents = append(agents, a)
+		}
+	}
+	idle := ns.idle
+	if idle == 0 {
+		idle = 30 * time.Second
+	}
+	return actors.Start(ctx, actors.Config{
+		Conn: nc, Store: ns.store, Agents: agents,
+		Model:   func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
+		Backend: &runtimetest.Backend{}, Executors: exec, Redactor: runtime.Secrets{},
+		Sink: ns.sink, IdleTimeout: idle,
+	})
+}
+
+// calcSteps is one model step of n trivial run_js calls, then complete.
+func calcSteps(n int) *model.Scripted {
+	parts := make([]model.Part, n)
+	for i := range parts {
+		parts[i] = model.Call(fmt.Sprintf("c%d", i), "run_js", `{"code":"return 1"}`)
+	}
+	return &model.Scripted{Steps: []model.Response{
+		model.Reply(parts...),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+}
+
+// workerModel completes at once, or, with a gate, once its input's key is
+// released (or never: B5).
+type workerModel struct {
+	gate  func(input string) <-chan struct{}
+	calls *atomic.Int64
+}
+
+func (m workerModel) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	input := req.Messages[0].Text()
+	if m.calls != nil {
+		m.calls.Add(1)
+	}
+	if m.gate != nil {
+		select {
+		case <-m.gate(input):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	r := model.Reply(model.Call(fmt.Sprintf("done-%d", len(req.Messages)), "complete", `{"type":"output","output":{"answer":"done"}}`))
+	return &r, nil
+}
+
+// b3: aggregate tool calls/s through the actors (the node's path: a run
+// actor per run, run_js on the in-process executor, the JetStream store
+// with group commit) for 1, 64 and 512 concurrent runs, against raw
+// fenced commits/s at the same concurrency divided by the checkpoint
+// commits a call needs (counted, not assumed).
+func b3(ctx context.Context, cfg config) ([]row, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var commits atomic.Int64
+	const perRun = 10 // run_js calls per run, plus complete
+	node, err := nodeSetup{calc: calcSteps(perRun), store: jetstream.Config{GroupCommit: cfg.gc, OnCommit: func(ev jetstream.CommitEvent) {
+		if ev.Err == nil {
+			commits.Add(1)
+		}
+	}}}.start(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	defer node.Close()
+	js, _ := njs.New(nc)
+	var rows []row
+	for _, runs := range cfg.writers {
+		r := row{scenario: "B3", what: fmt.Sprintf("tool calls/s, %d concurrent run(s) through the actors", runs), target: 0.8, note: "SyncAlways; 10 run_js + complete per run"}
+		for rep := 0; rep < cfg.reps; rep++ {
+			id := round.Add(1)
+			base, err := newLoader(runs, func(w int) (func(context.Context) error, error) {
+				return rawWriter(js, fmt.Sprintf("cairn.sess.rawb3%d-%d.run.r.c.step", id, w)), nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			cairn, err := newLoader(runs, func(w int) (func(context.Context) error, error) {
+				return func(ctx context.Context) error {
+					sess, run, err := node.Run(ctx, "calc", "Compute.")
+					if err != nil {
+						return err
+					}
+					ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+					defer cancel()
+					st, _, err := node.Result(ctx, sess, run)
+					if err == nil && st != runtime.StatusCompleted {
+						err = fmt.Errorf("run %s ended %s", run, st)
+					}
+					return err
+				}, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			c0 := commits.Load()
+			st, raw, err := versus(cfg.duration, cairn, base)
+			if err != nil {
+				return nil, err
+			}
+			calls := st.rate * (perRun + 1)
+			perCall := float64(commits.Load()-c0) / (st.rate * st.elapsed.Seconds() * (perRun + 1))
+			baseline := raw.rate / perCall
+			r.ratio = append(r.ratio, calls/baseline)
+			r.cairn = fmt.Sprintf("%.0f calls/s (run p50 %s)", calls, st.p50.Round(100*time.Microsecond))
+			r.baseline = fmt.Sprintf("%.0f commits/s / %.2f commits per call = %.0f calls/s", raw.rate, perCall, baseline)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// b4: the push path. A parent spawns 10 children and parks on them; the
+// children are released only once the parent is parked; the figure is the
+// time from the last child's completed commit to the parent's next
+// commit, both as the server stamped them in the log. Reference: one raw
+// fenced commit's latency in the same process.
+func b4(ctx context.Context, cfg config) (row, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return row{}, err
+	}
+	defer done()
+	s, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: cfg.gc})
+	if err != nil {
+		return row{}, err
+	}
+	var gmu sync.Mutex
+	gates := map[string]chan struct{}{}
+	gate := func(key string) chan struct{} {
+		gmu.Lock()
+		defer gmu.Unlock()
+		if gates[key] == nil {
+			gates[key] = make(chan struct{})
+		}
+		return gates[key]
+	}
+	parkedCh := func(run string) chan struct{} { return gate("parked/" + run) }
+	var spawns []model.Part
+	var ids []string
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf("s%d", i)
+		spawns = append(spawns, model.Call(id, "spawn_worker", fmt.Sprintf(`{"n":%d}`, i)))
+		ids = append(ids, `"`+id+`"`)
+	}
+	planner := &model.Scripted{Steps: []model.Response{
+		model.Reply(spawns...),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":[`+strings.Join(ids, ",")+`],"timeout_seconds":3600}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ten"}}`)),
+	}}
+	var gen atomic.Int64
+	node, err := nodeSetup{planner: planner, worker: workerModel{gate: func(input string) <-chan struct{} {
+		return gate(fmt.Sprintf("round%d", gen.Load()))
+	}}, sink: func(r events.Run, ev runtime.SinkEvent) {
+		if ev.Kind == runtime.SinkWaiting {
+			ch := parkedCh(r.RunID)
+			gmu.Lock()
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+			gmu.Unlock()
+		}
+	}, store: jetstream.Config{GroupCommit: cfg.gc}}.start(ctx, nc)
+	if err != nil {
+		return row{}, err
+	}
+	defer node.Close()
+	js, _ := njs.New(nc)
+	stream, err := js.Stream(ctx, "CAIRN")
+	if err != nil {
+		return row{}, err
+	}
+	rounds := max(5, int(cfg.duration/(100*time.Millisecond))) * cfg.reps
+	if rounds > 200 {
+		rounds = 200
+	}
+	var lat []time.Duration
+	for i := 0; i < rounds; i++ {
+		gen.Store(int64(i))
+		sess, run, err := node.Run(ctx, "planner", fmt.Sprintf("Round %d.", i))
+		if err != nil {
+			return row{}, err
+		}
+		select {
+		case <-parkedCh(run):
+		case <-time.After(time.Minute):
+			return row{}, fmt.Errorf("b4: run %s never parked", run)
+		}
+		close(gate(fmt.Sprintf("round%d", i)))
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		st, _, err := node.Result(rctx, sess, run)
+		cancel()
+		if err != nil || st != runtime.StatusCompleted {
+			return row{}, fmt.Errorf("b4: run %s: %s %v", run, st, err)
+		}
+		children, err := node.Children(ctx, run)
+		if err != nil || len(children) != 10 {
+			return row{}, fmt.Errorf("b4: %d children, %v", len(children), err)
+		}
+		var last *njs.RawStreamMsg
+		for _, c := range children {
+			m, err := s.Last(ctx, events.CheckpointSubject(c.SessionID, c.RunID, true))
+			if err != nil || m == nil {
+				return row{}, fmt.Errorf("b4: child %s completion: %v", c.RunID, err)
+			}
+			if last == nil || m.Sequence > last.Sequence {
+				last = m
+			}
+		}
+		next, err := stream.GetMsg(ctx, last.Sequence+1, njs.WithGetMsgSubject(events.RunCheckpoints(sess, run)))
+		if err != nil {
+			return row{}, fmt.Errorf("b4: parent's commit after seq %d: %w", last.Sequence, err)
+		}
+		lat = append(lat, next.Time.Sub(last.Time))
+	}
+	slices.Sort(lat)
+	raw, err := load(cfg.duration/4+time.Millisecond, 1, func(int) (func(context.Context) error, error) {
+		return rawWriter(js, fmt.Sprintf("cairn.sess.rawb4%d.run.r.c.step", roundID())), nil
+	})
+	if err != nil {
+		return row{}, err
+	}
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	return row{scenario: "B4", what: "push: last child's completed commit to the parent's next commit (10 children)",
+		cairn:    fmt.Sprintf("p50 %s p99 %s (%d rounds)", p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), len(lat)),
+		baseline: fmt.Sprintf("one fenced commit p50 %s p99 %s", raw.p50.Round(10*time.Microsecond), raw.p99.Round(10*time.Microsecond)),
+		ratio:    []float64{float64(raw.p50) / float64(p50)}, note: "SyncAlways; the push path is a consumer delivery, an activation (lease write) and a commit; ratio = one commit's p50 / push p50"}, nil
+}
+
+func roundID() int64 { return round.Add(1) }
+
+// memory returns the heap in use after two collections and the process's
+// resident set.
+func memory() (heap, rss uint64) {
+	goruntime.GC()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb uint64
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				rss = kb * 1024
+			}
+		}
+	}
+	return ms.HeapInuse, rss
+}
+
+// b5: parked runs. A parked run waits (one-hour deadline) on a child whose
+// model call never returns, and its actor passivates. The child's blocked
+// attempt is not a parked run, so its cost is measured on its own first:
+// N root runs of the same child agent blocked in their model. The figure
+// is the heap a parked run adds beyond its blocked child, and that times
+// 100,000 against the 200 MB target. The server runs without SyncAlways to
+// make setup fast; memory does not depend on it.
+func b5(ctx context.Context, cfg config, n int) (row, error) {
+	_, nc, done, err := server(true)
+	if err != nil {
+		return row{}, err
+	}
+	defer done()
+	never := make(chan struct{})
+	var modelCalls atomic.Int64
+	var parkedN atomic.Int64
+	idle := time.Second
+	node, err := nodeSetup{
+		planner: &model.Scripted{Steps: []model.Response{
+			model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+			model.Reply(model.Call("w", "wait_calls", `{"ids":["a"],"timeout_seconds":3600}`)),
+			model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"one"}}`)),
+		}},
+		worker: workerModel{gate: func(string) <-chan struct{} { return never }, calls: &modelCalls},
+		sink: func(r events.Run, ev runtime.SinkEvent) {
+			if ev.Kind == runtime.SinkWaiting {
+				parkedN.Add(1)
+			}
+		},
+		idle: idle, store: jetstream.Config{GroupCommit: cfg.gc},
+	}.start(ctx, nc)
+	if err != nil {
+		return row{}, err
+	}
+	defer node.Close()
+	waitFor := func(what string, v *atomic.Int64, want int64) error {
+		deadline := time.Now().Add(30*time.Minute + time.Duration(n)*10*time.Millisecond)
+		for v.Load() < want {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("b5: %s: %d of %d", what, v.Load(), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+	start := func(agent, msg string) error {
+		sem := make(chan struct{}, 256)
+		var firstErr atomic.Value
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(i int) {
+				defer func() { <-sem; wg.Done() }()
+				if _, _, err := node.Run(ctx, agent, fmt.Sprintf(msg, i)); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if err, _ := firstErr.Load().(error); err != nil {
+			return err
+		}
+		return nil
+	}
+	t0 := time.Now()
+	heap0, rss0 := memory()
+	// Phase 1: n blocked children alone.
+	if err := start("worker", `{"n":%d}`); err != nil {
+		return row{}, err
+	}
+	if err := waitFor("blocked workers", &modelCalls, int64(n)); err != nil {
+		return row{}, err
+	}
+	time.Sleep(3 * idle)
+	heap1, rss1 := memory()
+	// Phase 2: n parked parents, each with a blocked child.
+	if err := start("planner", "Park %d."); err != nil {
+		return row{}, err
+	}
+	if err := waitFor("parked parents", &parkedN, int64(n)); err != nil {
+		return row{}, err
+	}
+	if err := waitFor("blocked children", &modelCalls, int64(2*n)); err != nil {
+		return row{}, err
+	}
+	time.Sleep(3 * idle) // parents' actors passivate
+	heap2, rss2 := memory()
+	blocked := float64(heap1-heap0) / float64(n)
+	perParked := (float64(heap2-heap1) - float64(heap1-heap0)) / float64(n)
+	at100k := perParked * 100000 / (1 << 20)
+	return row{scenario: "B5", what: fmt.Sprintf("parked runs: heap per parked, passivated run (%d parked)", n),
+		cairn:    fmt.Sprintf("%.0f B per parked run = %.0f MB at 100,000", perParked, at100k),
+		baseline: fmt.Sprintf("target 200 MB at 100,000; a blocked child attempt costs %.0f B; RSS %d / %d / %d MB (start / +blocked / +parked); setup %s", blocked, rss0>>20, rss1>>20, rss2>>20, time.Since(t0).Round(time.Second)),
+		ratio:    []float64{200 / at100k}, target: 1, note: "ratio = 200 MB / projected MB at 100,000"}, nil
+}
