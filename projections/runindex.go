@@ -1,0 +1,173 @@
+package projections
+
+import (
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// RunEntry is one run in the run index.
+type RunEntry struct {
+	RunID        string             `json:"run_id"`
+	SessionID    string             `json:"session_id"`
+	Agent        string             `json:"agent,omitempty"`
+	Owner        string             `json:"owner,omitempty"`
+	ParentRunID  string             `json:"parent_run_id,omitempty"`
+	ParentCallID string             `json:"parent_call_id,omitempty"`
+	RootRunID    string             `json:"root_run_id,omitempty"`
+	Continues    string             `json:"continues,omitempty"`
+	Status       runtime.CallStatus `json:"status"`
+	Error        string             `json:"error,omitempty"`
+	// Node is the holder of the run's latest lease (the node that runs or
+	// last ran it) and Epoch that lease's epoch.
+	Node    string    `json:"node,omitempty"`
+	Epoch   int64     `json:"epoch,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// RunIndex is the run index: every run with its agent, owner, parent,
+// session, status, timestamps and owner node. It reads run creations,
+// leases, completions and ends only (never the step commits), which keeps a
+// rebuild cheap.
+type RunIndex struct {
+	mu   sync.RWMutex
+	runs map[string]*RunEntry
+}
+
+// NewRunIndex returns an empty run index.
+func NewRunIndex() *RunIndex { return &RunIndex{runs: map[string]*RunEntry{}} }
+
+var _ Projection = (*RunIndex)(nil)
+
+// Name implements Projection.
+func (ix *RunIndex) Name() string { return "runindex" }
+
+// Filters implements Projection.
+func (ix *RunIndex) Filters() []string {
+	return []string{
+		events.Prefix + ".sess.*.run.*.created", events.Prefix + ".sess.*.run.*.lease",
+		events.AllCompletions, events.AllEnded,
+	}
+}
+
+func (ix *RunIndex) entry(e Event) *RunEntry {
+	en := ix.runs[e.RunID]
+	if en == nil {
+		en = &RunEntry{RunID: e.RunID, SessionID: e.SessionID, Status: runtime.StatusRunning, Created: e.Time}
+		ix.runs[e.RunID] = en
+	}
+	return en
+}
+
+// Apply implements Projection.
+func (ix *RunIndex) Apply(e Event) error {
+	if e.RunID == "" {
+		return nil
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	switch e.Type {
+	case events.RunCreated:
+		var r events.Run
+		if e.Payload(&r) != nil {
+			return nil
+		}
+		en := ix.entry(e)
+		en.Agent, en.Owner, en.ParentRunID, en.ParentCallID, en.RootRunID, en.Continues = r.Agent, r.Owner, r.ParentRunID, r.ParentCallID, r.RootRunID, r.Continues
+		en.Created, en.Updated = e.Time, e.Time
+	case events.LeaseAcquired:
+		var l events.Lease
+		if e.Payload(&l) != nil {
+			return nil
+		}
+		en := ix.entry(e)
+		en.Node, en.Epoch, en.Updated = l.Holder, l.Epoch, e.Time
+	case events.CheckpointCommitted:
+		if e.Completed() {
+			en := ix.entry(e)
+			en.Status, en.Error, en.Updated = runtime.StatusCompleted, "", e.Time
+		}
+	case events.RunEnded:
+		var end events.Ended
+		if e.Payload(&end) != nil {
+			return nil
+		}
+		if en := ix.entry(e); en.Status.Active() {
+			en.Status, en.Error, en.Updated = runtime.CallStatus(end.Status), end.Reason, e.Time
+		}
+	}
+	return nil
+}
+
+// Snapshot implements Projection.
+func (ix *RunIndex) Snapshot() ([]byte, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return json.Marshal(ix.runs)
+}
+
+// Restore implements Projection.
+func (ix *RunIndex) Restore(b []byte) error {
+	runs := map[string]*RunEntry{}
+	if err := json.Unmarshal(b, &runs); err != nil {
+		return err
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.runs = runs
+	return nil
+}
+
+// Get returns one run.
+func (ix *RunIndex) Get(runID string) (RunEntry, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.runs[runID]
+	if !ok {
+		return RunEntry{}, false
+	}
+	return *e, true
+}
+
+// Len is the number of runs indexed.
+func (ix *RunIndex) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.runs)
+}
+
+// List returns the runs of owner ("" for all), newest first; roots only
+// unless children is set.
+func (ix *RunIndex) List(owner string, children bool) []RunEntry {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := []RunEntry{}
+	for _, e := range ix.runs {
+		if (owner == "" || e.Owner == owner) && (children || e.ParentRunID == "") {
+			out = append(out, *e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.After(out[j].Created)
+		}
+		return out[i].RunID < out[j].RunID
+	})
+	return out
+}
+
+// Counts returns the number of runs by status.
+func (ix *RunIndex) Counts() map[runtime.CallStatus]int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := map[runtime.CallStatus]int{}
+	for _, e := range ix.runs {
+		out[e.Status]++
+	}
+	return out
+}

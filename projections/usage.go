@@ -1,0 +1,161 @@
+package projections
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/cairn-agents/cairn/events"
+)
+
+// RunUsage is what one run used, as the log records it.
+type RunUsage struct {
+	RunID     string `json:"run_id"`
+	RootRunID string `json:"root_run_id,omitempty"`
+	// Steps are the model responses committed (the checkpoint's Step).
+	Steps int `json:"steps"`
+	// Commits are the checkpoint revisions committed.
+	Commits int `json:"commits"`
+	// ToolCalls are the calls journaled.
+	ToolCalls int `json:"tool_calls"`
+	// Compactions are the session compactions this run made.
+	Compactions int `json:"compactions"`
+	// Attempts are the leases taken on the run (1 + restarts).
+	Attempts int `json:"attempts"`
+}
+
+// Usage is the usage read model: steps, commits, calls, compactions and
+// attempts per run, rolled up per root run. Tokens are not in the log:
+// the node records them in its budget ledger (a KV entry per root run), not
+// in an event, so this model counts what the log can prove and the ledger
+// stays the source of token totals.
+type Usage struct {
+	mu   sync.RWMutex
+	runs map[string]*RunUsage
+}
+
+// NewUsage returns an empty usage model.
+func NewUsage() *Usage { return &Usage{runs: map[string]*RunUsage{}} }
+
+var _ Projection = (*Usage)(nil)
+
+// Name implements Projection.
+func (u *Usage) Name() string { return "usage" }
+
+// Filters implements Projection.
+func (u *Usage) Filters() []string {
+	return []string{events.Prefix + ".sess.*.run.*.created", events.Prefix + ".sess.*.run.*.lease", events.AllCheckpoints, events.Prefix + ".sess.*.compact"}
+}
+
+func (u *Usage) run(id string) *RunUsage {
+	r := u.runs[id]
+	if r == nil {
+		r = &RunUsage{RunID: id, RootRunID: id}
+		u.runs[id] = r
+	}
+	return r
+}
+
+// Apply implements Projection.
+func (u *Usage) Apply(e Event) error {
+	if e.RunID == "" {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch e.Type {
+	case events.RunCreated:
+		var p events.Run
+		if e.Payload(&p) == nil && p.RootRunID != "" {
+			u.run(e.RunID).RootRunID = p.RootRunID
+		}
+	case events.LeaseAcquired:
+		u.run(e.RunID).Attempts++
+	case events.WindowCompacted:
+		u.run(e.RunID).Compactions++
+	case events.CheckpointCommitted:
+		cp, err := e.Checkpoint()
+		if err != nil {
+			return nil
+		}
+		r := u.run(e.RunID)
+		r.Commits++
+		if cp.Step > r.Steps {
+			r.Steps = cp.Step
+		}
+		// A response commit is the one whose first call is its
+		// predispatch: count each journal once, when it appears.
+		if len(cp.Calls) > 0 && cp.ResponseID == messageIDAt(cp.RunKey, cp.Revision) {
+			r.ToolCalls += len(cp.Calls)
+		}
+	}
+	return nil
+}
+
+// messageIDAt is the ID the runtime gives the first message appended at
+// revision rev: a response commit's assistant message.
+func messageIDAt(key string, rev int64) string {
+	return key + "-" + strconv.FormatInt(rev, 10) + "-0"
+}
+
+// Snapshot implements Projection.
+func (u *Usage) Snapshot() ([]byte, error) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return json.Marshal(u.runs)
+}
+
+// Restore implements Projection.
+func (u *Usage) Restore(b []byte) error {
+	runs := map[string]*RunUsage{}
+	if err := json.Unmarshal(b, &runs); err != nil {
+		return err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.runs = runs
+	return nil
+}
+
+// Run returns one run's usage.
+func (u *Usage) Run(runID string) (RunUsage, bool) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	r, ok := u.runs[runID]
+	if !ok {
+		return RunUsage{}, false
+	}
+	return *r, true
+}
+
+// RootUsage is a root run's usage with all its descendants.
+type RootUsage struct {
+	RootRunID   string   `json:"root_run_id"`
+	Runs        []string `json:"runs"`
+	Steps       int      `json:"steps"`
+	Commits     int      `json:"commits"`
+	ToolCalls   int      `json:"tool_calls"`
+	Compactions int      `json:"compactions"`
+	Attempts    int      `json:"attempts"`
+}
+
+// Root rolls up every run that draws on root's budget.
+func (u *Usage) Root(root string) RootUsage {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	out := RootUsage{RootRunID: root, Runs: []string{}}
+	for _, r := range u.runs {
+		if r.RootRunID != root {
+			continue
+		}
+		out.Runs = append(out.Runs, r.RunID)
+		out.Steps += r.Steps
+		out.Commits += r.Commits
+		out.ToolCalls += r.ToolCalls
+		out.Compactions += r.Compactions
+		out.Attempts += r.Attempts
+	}
+	sort.Strings(out.Runs)
+	return out
+}
