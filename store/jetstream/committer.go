@@ -58,7 +58,8 @@ type GroupCommit struct {
 	// a smaller group waiting is published one by one. Zero means 16.
 	MinBatch int
 	// MaxBatch is the most commits in one batch, at most 1000 (the
-	// server's limit). Zero means 256.
+	// server's limit). Zero means 512 (measured with 512 concurrent runs:
+	// 256 gave 2.8-2.9x the single-publish rate, 512 gave 3.7-4.7x).
 	MaxBatch int
 	// MaxInflight is the number of batches in flight at once, at most 50
 	// (the server's per-stream limit, shared with any other publisher of
@@ -81,7 +82,7 @@ func (g *GroupCommit) defaults() error {
 	}{
 		{"Threshold", &g.Threshold, 32, 1 << 20},
 		{"MinBatch", &g.MinBatch, 16, serverMaxBatch},
-		{"MaxBatch", &g.MaxBatch, 256, serverMaxBatch},
+		{"MaxBatch", &g.MaxBatch, 512, serverMaxBatch},
 		{"MaxInflight", &g.MaxInflight, 2, serverMaxBatchInflight},
 	} {
 		switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -301,16 +302,7 @@ func memory() (heap, rss uint64) {
 	goruntime.GC()
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				var kb uint64
-				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-				rss = kb * 1024
-			}
-		}
-	}
-	return ms.HeapInuse, rss
+	return ms.HeapInuse, rssOf("/proc/self/status")
 }
 
 // b5: parked runs. A parked run waits (one-hour deadline) on a child whose
@@ -319,9 +311,12 @@ func memory() (heap, rss uint64) {
 // N root runs of the same child agent blocked in their model. The figure
 // is the heap a parked run adds beyond its blocked child, and that times
 // 100,000 against the 200 MB target. The server runs without SyncAlways to
-// make setup fast; memory does not depend on it.
+// make setup fast; memory does not depend on it. NATS runs in a process
+// of its own, as in a deployment with a NATS cluster: the node's figures
+// are the node's (an embedded server's caches and subject index would
+// otherwise be most of the growth), and the server's RSS is reported too.
 func b5(ctx context.Context, cfg config, n int) (row, error) {
-	_, nc, done, err := server(true)
+	nc, serverRSS, done, err := serverProcess()
 	if err != nil {
 		return row{}, err
 	}
@@ -389,6 +384,9 @@ func b5(ctx context.Context, cfg config, n int) (row, error) {
 	}
 	time.Sleep(3 * idle)
 	heap1, rss1 := memory()
+	if err := writeHeapProfile(cfg.heapProfile, ".base"); err != nil {
+		return row{}, err
+	}
 	// Phase 2: n parked parents, each with a blocked child.
 	if err := start("planner", "Park %d."); err != nil {
 		return row{}, err
@@ -401,11 +399,28 @@ func b5(ctx context.Context, cfg config, n int) (row, error) {
 	}
 	time.Sleep(3 * idle) // parents' actors passivate
 	heap2, rss2 := memory()
+	if err := writeHeapProfile(cfg.heapProfile, ""); err != nil {
+		return row{}, err
+	}
 	blocked := float64(heap1-heap0) / float64(n)
 	perParked := (float64(heap2-heap1) - float64(heap1-heap0)) / float64(n)
 	at100k := perParked * 100000 / (1 << 20)
 	return row{scenario: "B5", what: fmt.Sprintf("parked runs: heap per parked, passivated run (%d parked)", n),
 		cairn:    fmt.Sprintf("%.0f B per parked run = %.0f MB at 100,000", perParked, at100k),
-		baseline: fmt.Sprintf("target 200 MB at 100,000; a blocked child attempt costs %.0f B; RSS %d / %d / %d MB (start / +blocked / +parked); setup %s", blocked, rss0>>20, rss1>>20, rss2>>20, time.Since(t0).Round(time.Second)),
+		baseline: fmt.Sprintf("target 200 MB at 100,000; a blocked child attempt costs %.0f B; node RSS %d / %d / %d MB (start / +blocked / +parked); NATS server RSS %d MB; setup %s", blocked, rss0>>20, rss1>>20, rss2>>20, serverRSS()>>20, time.Since(t0).Round(time.Second)),
 		ratio:    []float64{200 / at100k}, target: 1, note: "ratio = 200 MB / projected MB at 100,000"}, nil
+}
+
+// writeHeapProfile writes a heap profile to path+suffix, when path is set
+// (compare the two of B5 with pprof -diff_base).
+func writeHeapProfile(path, suffix string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path + suffix)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.WriteHeapProfile(f)
 }

@@ -13,11 +13,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -47,6 +49,8 @@ type config struct {
 	parked []int
 	// b8Runs runs of b8Events events each make B8's busy stream.
 	b8Runs, b8Events int
+	// heapProfile: where B5 writes a heap profile of its parked runs.
+	heapProfile string
 }
 
 type row struct {
@@ -58,6 +62,7 @@ type row struct {
 
 func main() {
 	jsexec.MaybeRunWorker()
+	maybeServeNATS()
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
 	scen := flag.String("scenarios", "B1,B2,B3,B4,B5,B6,B8", "scenarios to run")
@@ -65,6 +70,7 @@ func main() {
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
 	b8Events := flag.Int("b8-events", 100, "B8: events per run")
+	heapProfile := flag.String("heapprofile", "", "B5: write a heap profile of the parked runs to this file")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
 	var gc jetstream.GroupCommit
 	flag.StringVar((*string)(&gc.Mode), "gc-mode", "", "group commit mode: adaptive (default), single or batch")
@@ -73,7 +79,7 @@ func main() {
 	flag.IntVar(&gc.MaxBatch, "gc-max", 0, "group commit: largest batch (0: default)")
 	flag.IntVar(&gc.MaxInflight, "gc-inflight", 0, "group commit: batches in flight (0: default)")
 	flag.Parse()
-	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events}
+	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, heapProfile: *heapProfile}
 	for _, s := range strings.Split(*scen, ",") {
 		cfg.scenarios[strings.ToUpper(strings.TrimSpace(s))] = true
 	}
@@ -474,4 +480,72 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 		r.baseline = fmt.Sprintf("%.0f commits/s / %.2f = %.0f calls/s", raw.rate, perCall, base)
 	}
 	return r, nil
+}
+
+// The environment variable that makes this binary (the harness or its test
+// binary) a NATS server process for B5, so that the node's memory is
+// measured without the server's.
+const natsProcessEnv = "CAIRN_BENCH_NATS_DIR"
+
+// maybeServeNATS serves NATS and never returns when this process was
+// started as B5's server; main and TestMain call it first.
+func maybeServeNATS() {
+	dir := os.Getenv(natsProcessEnv)
+	if dir == "" {
+		return
+	}
+	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: dir, NoSync: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench nats:", err)
+		os.Exit(1)
+	}
+	fmt.Println(srv.ClientURL())
+	select {}
+}
+
+// serverProcess starts NATS in a child process (NoSync: B5's memory does
+// not depend on it) and connects to it.
+func serverProcess() (*nats.Conn, func() uint64, func(), error) {
+	dir, err := os.MkdirTemp("", "cairn-bench-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), natsProcessEnv+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); os.RemoveAll(dir) }
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("nats process: %w", err)
+	}
+	nc, err := nats.Connect(strings.TrimSpace(url), nats.MaxReconnects(-1))
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	rss := func() uint64 { return rssOf(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)) }
+	return nc, rss, func() { nc.Close(); stop() }, nil
+}
+
+// rssOf reads VmRSS from a /proc status file (0 where there is none).
+func rssOf(status string) uint64 {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }

@@ -12,6 +12,7 @@ import (
 
 func TestMain(m *testing.M) {
 	jsexec.MaybeRunWorker()
+	maybeServeNATS()
 	os.Exit(m.Run())
 }
 
