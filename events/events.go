@@ -67,6 +67,11 @@ type Run struct {
 	// Owner is who started the root run (an API principal); children
 	// inherit it. Every API request is authorized against it.
 	Owner string `json:"owner,omitempty"`
+	// ForkedFrom and ForkedAt name the run and revision a fork was made
+	// from (projections/replay.Fork): the fork's session starts with a
+	// copy of that run's commits up to ForkedAt.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	ForkedAt   int64  `json:"forked_at,omitempty"`
 }
 
 // Ended is the payload of RunEnded.
