@@ -132,10 +132,7 @@ func b3(ctx context.Context, cfg config) ([]row, error) {
 	for _, runs := range cfg.writers {
 		r := row{scenario: "B3", what: fmt.Sprintf("tool calls/s, %d concurrent run(s) through the actors", runs), target: 0.8, note: "SyncAlways; 10 run_js + complete per run"}
 		for rep := 0; rep < cfg.reps; rep++ {
-			id := round.Add(1)
-			base, err := newLoader(runs, func(w int) (func(context.Context) error, error) {
-				return rawWriter(js, fmt.Sprintf("cairn.sess.rawb3%d-%d.run.r.c.step", id, w)), nil
-			})
+			base, err := rawLoader(js, runs)
 			if err != nil {
 				return nil, err
 			}

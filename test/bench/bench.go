@@ -65,7 +65,7 @@ func main() {
 	maybeServeNATS()
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
-	scen := flag.String("scenarios", "B1,B2,B3,B4,B5,B6,B8", "scenarios to run")
+	scen := flag.String("scenarios", "B1,B1gc,B2,B3,B4,B5,B6,B8", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
@@ -125,6 +125,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 	var rows []row
 	if cfg.scenarios["B1"] {
 		r, err := b1(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B1GC"] {
+		r, err := b1gc(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -340,6 +347,82 @@ func rawWriter(js njs.JetStream, subject string) func(context.Context) error {
 
 var round atomic.Int64
 
+// storeLoader runs writers concurrent runs' SaveCheckpoint of a 1 KiB
+// message, each run's window loaded first as an activation does.
+func storeLoader(ctx context.Context, s *jetstream.Store, writers int, prefix string) (*loader, error) {
+	return newLoader(writers, func(w int) (func(context.Context) error, error) {
+		h, err := s.Open(ctx, fmt.Sprintf("%s-%d", prefix, w), "r")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := h.Load(ctx); err != nil {
+			return nil, err
+		}
+		rev := int64(0)
+		return func(ctx context.Context) error {
+			rev++
+			return h.SaveCheckpoint(ctx, &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
+				Append: []model.Message{model.TextMessage(fmt.Sprintf("k-%d-0", rev), model.RoleUser, payload)}})
+		}, nil
+	})
+}
+
+// b1gc: group commit against the store's own single publishes, both
+// through SaveCheckpoint on one server: a lone writer must not pay for
+// batching, many writers must gain from it.
+func b1gc(ctx context.Context, cfg config) ([]row, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	grouped, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: cfg.gc})
+	if err != nil {
+		return nil, err
+	}
+	single, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, writers := range cfg.writers {
+		r := row{scenario: "B1gc", what: fmt.Sprintf("commits/s, %d writer(s): group commit vs single publishes", writers), target: 0.9,
+			note: "SyncAlways; both through SaveCheckpoint; target: 1 writer >= 0.9 (latency within 1.1x), 512 writers >= 4"}
+		if writers >= 512 {
+			r.target = 4
+		}
+		for rep := 0; rep < cfg.reps; rep++ {
+			id := round.Add(1)
+			g, err := storeLoader(ctx, grouped, writers, fmt.Sprintf("gc-%d", id))
+			if err != nil {
+				return nil, err
+			}
+			one, err := storeLoader(ctx, single, writers, fmt.Sprintf("one-%d", id))
+			if err != nil {
+				return nil, err
+			}
+			st, base, err := versus(cfg.duration, g, one)
+			if err != nil {
+				return nil, err
+			}
+			r.ratio = append(r.ratio, st.rate/base.rate)
+			r.cairn = fmt.Sprintf("%.0f/s p50 %s p99 %s", st.rate, st.p50.Round(10*time.Microsecond), st.p99.Round(10*time.Microsecond))
+			r.baseline = fmt.Sprintf("single publishes %.0f/s p50 %s p99 %s", base.rate, base.p50.Round(10*time.Microsecond), base.p99.Round(10*time.Microsecond))
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// rawLoader is the baseline of writers concurrent writers, each on a
+// subject of its own.
+func rawLoader(js njs.JetStream, writers int) (*loader, error) {
+	id := round.Add(1)
+	return newLoader(writers, func(w int) (func(context.Context) error, error) {
+		return rawWriter(js, fmt.Sprintf("cairn.sess.raw%d-%d.run.r.c.step", id, w)), nil
+	})
+}
+
 // b1: raw fenced publish vs SaveCheckpoint of an equivalent checkpoint.
 func b1(ctx context.Context, cfg config) ([]row, error) {
 	_, nc, done, err := server(false)
@@ -363,27 +446,11 @@ func b1(ctx context.Context, cfg config) ([]row, error) {
 		r := row{scenario: "B1", what: fmt.Sprintf("commits/s, %d writer(s)", writers), target: 0.8, note: "SyncAlways"}
 		for rep := 0; rep < cfg.reps; rep++ {
 			id := round.Add(1)
-			base, err := newLoader(writers, func(w int) (func(context.Context) error, error) {
-				return rawWriter(js, fmt.Sprintf("cairn.sess.raw%d-%d.run.r.c.step", id, w)), nil
-			})
+			base, err := rawLoader(js, writers)
 			if err != nil {
 				return nil, err
 			}
-			cairn, err := newLoader(writers, func(w int) (func(context.Context) error, error) {
-				h, err := s.Open(ctx, fmt.Sprintf("b1-%d-%d", id, w), "r")
-				if err != nil {
-					return nil, err
-				}
-				if _, err := h.Load(ctx); err != nil {
-					return nil, err
-				}
-				rev := int64(0)
-				return func(ctx context.Context) error {
-					rev++
-					return h.SaveCheckpoint(ctx, &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
-						Append: []model.Message{model.TextMessage(fmt.Sprintf("k-%d-0", rev), model.RoleUser, payload)}})
-				}, nil
-			})
+			cairn, err := storeLoader(ctx, s, writers, fmt.Sprintf("b1-%d", id))
 			if err != nil {
 				return nil, err
 			}
