@@ -39,10 +39,10 @@ func TestForkResumesFromRevision(t *testing.T) {
 	before := len(orig.Events)
 
 	for _, tc := range []struct {
-		name   string
-		run    string
-		steps  []model.Response
-		same   bool
+		name  string
+		run   string
+		steps []model.Response
+		same  bool
 	}{
 		{name: "same model", run: "f1", steps: sc.Steps, same: true},
 		{name: "other model", run: "f2", steps: []model.Response{sc.Steps[0], runtimetest.Calls(runtimetest.CompleteOutput("c9", "other"))}},
