@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -420,4 +421,108 @@ func writeHeapProfile(path, suffix string) error {
 	}
 	defer f.Close()
 	return pprof.WriteHeapProfile(f)
+}
+
+// b7: rebuilding the run index from sequence 1 against a raw ordered
+// consumer reading the same subjects of the same stream (what the server
+// must deliver for it). The log is made by real runs through the actors.
+func b7(ctx context.Context, cfg config, runs int) (row, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return row{}, err
+	}
+	defer done()
+	node, err := nodeSetup{calc: calcSteps(3), store: jetstream.Config{GroupCommit: cfg.gc}}.start(ctx, nc)
+	if err != nil {
+		return row{}, err
+	}
+	sem := make(chan struct{}, 128)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for i := 0; i < runs; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sess, run, err := node.Run(ctx, "calc", "Compute.")
+			if err == nil {
+				_, _, err = node.Result(ctx, sess, run)
+			}
+			if err != nil {
+				firstErr.CompareAndSwap(nil, err)
+			}
+		}()
+	}
+	wg.Wait()
+	node.Close()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return row{}, err
+	}
+	js, _ := njs.New(nc)
+	stream, err := js.Stream(ctx, "CAIRN")
+	if err != nil {
+		return row{}, err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return row{}, err
+	}
+	total := info.State.Msgs
+	cairn, err := newLoader(1, func(int) (func(context.Context) error, error) {
+		return func(ctx context.Context) error {
+			r, err := projections.Start(ctx, projections.Config{JS: js}, projections.NewRunIndex())
+			if err != nil {
+				return err
+			}
+			if err := r.CatchUp(ctx); err != nil {
+				return err
+			}
+			return r.Close(ctx)
+		}, nil
+	})
+	if err != nil {
+		return row{}, err
+	}
+	base, err := newLoader(1, func(int) (func(context.Context) error, error) {
+		return func(ctx context.Context) error {
+			cons, err := stream.OrderedConsumer(ctx, njs.OrderedConsumerConfig{DeliverPolicy: njs.DeliverAllPolicy})
+			if err != nil {
+				return err
+			}
+			// Consume with a callback, as the projection runner does: the
+			// same client path, without the projection's work.
+			all := make(chan struct{})
+			var got uint64
+			cc, err := cons.Consume(func(njs.Msg) {
+				if got++; got == total {
+					close(all)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			defer cc.Stop()
+			select {
+			case <-all:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, nil
+	})
+	if err != nil {
+		return row{}, err
+	}
+	r := row{scenario: "B7", what: fmt.Sprintf("run index rebuild from sequence 1 (%d runs, %d events)", runs, total), target: 0.8,
+		note: "stream events/s; baseline: a raw ordered consumer reading the whole stream (several wildcard filters on the server are slower than reading everything, so the index reads everything too)"}
+	for rep := 0; rep < cfg.reps; rep++ {
+		st, raw, err := versus(cfg.duration, cairn, base)
+		if err != nil {
+			return row{}, err
+		}
+		r.ratio = append(r.ratio, st.rate/raw.rate)
+		r.cairn = fmt.Sprintf("%.0f events/s (rebuild p50 %s)", st.rate*float64(total), st.p50.Round(100*time.Microsecond))
+		r.baseline = fmt.Sprintf("%.0f events/s (read p50 %s)", raw.rate*float64(total), raw.p50.Round(100*time.Microsecond))
+	}
+	return r, nil
 }

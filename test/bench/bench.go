@@ -49,6 +49,8 @@ type config struct {
 	parked []int
 	// b8Runs runs of b8Events events each make B8's busy stream.
 	b8Runs, b8Events int
+	// b7Runs: the runs whose log B7's run index is rebuilt from.
+	b7Runs int
 	// heapProfile: where B5 writes a heap profile of its parked runs.
 	heapProfile string
 }
@@ -65,10 +67,11 @@ func main() {
 	maybeServeNATS()
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
-	scen := flag.String("scenarios", "B1,B1gc,B2,B3,B4,B5,B6,B8", "scenarios to run")
+	scen := flag.String("scenarios", "B1,B1gc,B2,B3,B4,B5,B6,B7,B8", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
+	b7Runs := flag.Int("b7-runs", 2000, "B7: runs whose log the run index is rebuilt from")
 	b8Events := flag.Int("b8-events", 100, "B8: events per run")
 	heapProfile := flag.String("heapprofile", "", "B5: write a heap profile of the parked runs to this file")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
@@ -79,7 +82,7 @@ func main() {
 	flag.IntVar(&gc.MaxBatch, "gc-max", 0, "group commit: largest batch (0: default)")
 	flag.IntVar(&gc.MaxInflight, "gc-inflight", 0, "group commit: batches in flight (0: default)")
 	flag.Parse()
-	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, heapProfile: *heapProfile}
+	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, b7Runs: *b7Runs, heapProfile: *heapProfile}
 	for _, s := range strings.Split(*scen, ",") {
 		cfg.scenarios[strings.ToUpper(strings.TrimSpace(s))] = true
 	}
@@ -118,7 +121,7 @@ func ints(flagName, list string) ([]int, error) {
 // smokeConfig is a run small enough for CI that still drives every
 // scenario's whole path.
 func smokeConfig(scenarios map[string]bool) config {
-	return config{duration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, b8Runs: 10, b8Events: 10}
+	return config{duration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, b8Runs: 10, b8Events: 10, b7Runs: 10}
 }
 
 func run(ctx context.Context, cfg config) ([]row, error) {
@@ -175,6 +178,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B7"] {
+		r, err := b7(ctx, cfg, cfg.b7Runs)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
 	}
 	if cfg.scenarios["B8"] {
 		r, err := b8(ctx, cfg, cfg.b8Runs, cfg.b8Events)

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
 	all := map[string]bool{}
-	for _, s := range []string{"B1", "B1GC", "B2", "B3", "B4", "B5", "B6", "B8"} {
+	for _, s := range []string{"B1", "B1GC", "B2", "B3", "B4", "B5", "B6", "B7", "B8"} {
 		all[s] = true
 	}
 	rows, err := run(context.Background(), smokeConfig(all))
@@ -28,9 +28,9 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	// B1, B1gc, B2, B3 and B6 have two rows each (writers 1 and 4; sync
-	// modes; two scripts), B4, B5 and B8 one.
-	if len(rows) != 13 {
-		t.Fatalf("%d rows, want 13", len(rows))
+	// modes; two scripts), B4, B5, B7 and B8 one.
+	if len(rows) != 14 {
+		t.Fatalf("%d rows, want 14", len(rows))
 	}
 	var b strings.Builder
 	print(&b, rows)
