@@ -131,3 +131,25 @@ func TestConvertResult(t *testing.T) {
 		t.Errorf("image without storage: err = %v", err)
 	}
 }
+
+// FuzzParseConfig: a configuration file never panics the parser, and what
+// it accepts validates.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("servers: [{name: a, command: [x], tools: [t], agents: [g], effects: {t: read-only}}]"), true)
+	f.Add([]byte(`{"servers":[{"name":"a","url":"http://h","headers":{"A":"b"},"tools":["t"],"agents":["g"],"call_timeout":"1s"}]}`), false)
+	f.Add([]byte("servers: [{name: a, command: [''], tools: [t, t]}]"), true)
+	f.Fuzz(func(t *testing.T, raw []byte, isYAML bool) {
+		cfg, err := ParseConfig(raw, isYAML)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted a config that does not validate: %v", err)
+		}
+		for _, s := range cfg.Servers {
+			if _, err := s.callTimeout(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

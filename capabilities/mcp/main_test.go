@@ -132,3 +132,9 @@ func (b *memBlobs) get(ref string) ([]byte, bool) {
 	d, ok := b.data[ref]
 	return d, ok
 }
+
+type secretsOf string
+
+func (s secretsOf) Redact(text string) string {
+	return strings.ReplaceAll(text, string(s), "[REDACTED]")
+}

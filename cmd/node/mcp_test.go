@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	mcpcaps "github.com/cairn-agents/cairn/capabilities/mcp"
 )
 
 // askerDir is a deployment with one agent that asks a question, then
@@ -311,5 +314,70 @@ func TestMCPToolNotGranted(t *testing.T) {
 	_, err := startApp(context.Background(), nodeOptions{agentsDir: dir, data: t.TempDir(), mcpServers: npmServersFile(t, "toolsmith")})
 	if err == nil || !strings.Contains(err.Error(), "sneaky.yaml: capabilities[0]: everything.echo is an MCP tool") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestMCPCancelRun: cancel_run stops a run that is busy in a capability
+// call (a tool of a streamable-HTTP MCP server that blocks until released).
+func TestMCPCancelRun(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	slow := sdk.NewServer(&sdk.Implementation{Name: "slow", Version: "1"}, nil)
+	slow.AddTool(&sdk.Tool{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "released"}}}, nil
+		})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return slow }, nil))
+	// Cleanups run last first: the node (registered by serveAt, later)
+	// stops before this server does.
+	t.Cleanup(func() { close(release); hs.Close() })
+	servers := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(servers, []byte(`{"servers":[{"name":"slow","url":"`+hs.URL+`","tools":["block"],"agents":["blocker"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := askerDir(t, map[string]string{
+		"blocker.yaml": strings.Replace(toolsmith, "toolsmith", "blocker", -1),
+		"blocker.script.yaml": `steps:
+  - calls:
+      - id: b1
+        name: run_js
+        args: {code: "return await caps.slow.block({});"}
+`})
+	base := serveAt(t, nodeOptions{agentsDir: dir, mcpServers: servers})
+	alice := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
+	started, msg := callTool(t, alice, "start_run", map[string]any{"agent": "blocker", "message": "Go."})
+	if msg != "" {
+		t.Fatal(msg)
+	}
+	<-entered // the run is inside the tool call: running, until released
+	cancelled, msg := callTool(t, alice, "cancel_run", map[string]any{"run_id": started.RunID})
+	if msg != "" || cancelled.Status != "cancelled" {
+		t.Fatalf("cancel_run: %+v %s", cancelled, msg)
+	}
+	got, msg := callTool(t, alice, "get_run", map[string]any{"run_id": started.RunID, "wait_seconds": 5})
+	if msg != "" || got.Status != "cancelled" || got.Reply != nil {
+		t.Fatalf("get_run after cancel: %+v %s", got, msg)
+	}
+}
+
+func TestMCPSecrets(t *testing.T) {
+	cfg := &mcpcaps.Config{Servers: []mcpcaps.ServerConfig{
+		{Name: "a", URL: "http://h", Headers: map[string]string{"Authorization": "Bearer tok123"}},
+		{Name: "b", Command: []string{"x"}, Env: map[string]string{"GITHUB_TOKEN": "ghp_abc", "API_KEY": "k-9999", "MEMORY_FILE_PATH": "/tmp/m", "SHORT_KEY": "ab"}},
+	}}
+	got := strings.Join(mcpSecrets(cfg), ",")
+	for _, want := range []string{"Bearer tok123", "tok123", "ghp_abc", "k-9999"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("secrets %q miss %q", got, want)
+		}
+	}
+	for _, not := range []string{"/tmp/m", "ab,"} {
+		if strings.Contains(got+",", not) {
+			t.Errorf("secrets %q include %q", got, not)
+		}
 	}
 }
