@@ -85,6 +85,9 @@ func TestBindingAndCatalog(t *testing.T) {
 		t.Errorf("the conversion was not logged:\n%s", logs.String())
 	}
 	// The helper prints a secret on stderr: logged, redacted.
+	if !strings.Contains(logs.String(), "helper server up; token=[REDACTED]") {
+		t.Errorf("the server's stderr was not logged:\n%s", logs.String())
+	}
 	if strings.Contains(logs.String(), "hunter2") {
 		t.Errorf("a secret reached the log:\n%s", logs.String())
 	}
@@ -162,6 +165,9 @@ func TestCrashMidCall(t *testing.T) {
 	if srv.started() != 2 {
 		t.Errorf("starts = %d, want 2", srv.started())
 	}
+	if !strings.Contains(logs.String(), "helper: crashing now") {
+		t.Errorf("the crash's last words were not logged:\n%s", logs.String())
+	}
 	if !strings.Contains(logs.String(), "reconnecting") {
 		t.Errorf("the restart was not logged:\n%s", logs.String())
 	}
@@ -216,5 +222,25 @@ func TestArgumentsPassThrough(t *testing.T) {
 	}
 	if got := text(t, v); got != `{"kind":"bag"}` {
 		t.Errorf("text = %q", got)
+	}
+}
+
+func TestStderrLines(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := &server{opts: &Options{Redactor: secretsOf("pw")}, log: slog.New(slog.NewTextHandler(logs, nil))}
+	w := &stderrLog{s: s}
+	long := strings.Repeat("x", maxStderrLine+10)
+	for _, chunk := range []string{"one\r\ntw", "o pw\n", long, "\n"} {
+		if n, err := w.Write([]byte(chunk)); err != nil || n != len(chunk) {
+			t.Fatal(n, err)
+		}
+	}
+	out := logs.String()
+	if !strings.Contains(out, "line=one\n") || !strings.Contains(out, `line="two [REDACTED]"`) || strings.Contains(out, "pw") {
+		t.Errorf("log:\n%s", out)
+	}
+	// The long line is cut, not shortened: every x is logged.
+	if got := strings.Count(out, "x"); got != len(long) {
+		t.Errorf("%d x logged, want %d", got, len(long))
 	}
 }

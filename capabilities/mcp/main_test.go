@@ -65,6 +65,7 @@ func helperServer() {
 	srv.AddTool(count, countHandler)
 	srv.AddTool(&sdk.Tool{Name: "crash", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			fmt.Fprintln(os.Stderr, "helper: crashing now")
 			os.Exit(3)
 			return nil, nil
 		})

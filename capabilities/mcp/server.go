@@ -1,12 +1,11 @@
 package mcp
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -94,11 +93,11 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *os.Process, 
 		for k, v := range s.cfg.Env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		go s.logStderr(stderr)
+		// A writer, not StderrPipe: Wait then waits for the last lines (a
+		// crash's message) to be logged instead of closing the pipe under
+		// the reader; WaitDelay bounds that when a grandchild keeps stderr.
+		cmd.Stderr = &stderrLog{s: s}
+		cmd.WaitDelay = 2 * time.Second
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {
 		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: headers{h: s.cfg.Headers}}}
@@ -118,12 +117,30 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *os.Process, 
 	return sess, proc, nil
 }
 
-// logStderr logs a stdio server's stderr line by line, redacted.
-func (s *server) logStderr(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		s.log.Info("mcp server stderr", "line", s.opts.Redactor.Redact(sc.Text()))
+// stderrLog logs a stdio server's stderr line by line, redacted. One
+// goroutine of exec writes to it.
+type stderrLog struct {
+	s       *server
+	partial []byte
+}
+
+// maxStderrLine cuts longer lines into pieces.
+const maxStderrLine = 16 << 10
+
+func (w *stderrLog) Write(p []byte) (int, error) {
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 && len(w.partial) < maxStderrLine {
+			return len(p), nil
+		}
+		next := i + 1 // after the newline
+		if i < 0 {
+			i, next = maxStderrLine, maxStderrLine
+		}
+		line := strings.TrimRight(string(w.partial[:i]), "\r")
+		w.partial = w.partial[next:]
+		w.s.log.Info("mcp server stderr", "line", w.s.opts.Redactor.Redact(line))
 	}
 }
 
