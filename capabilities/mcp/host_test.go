@@ -244,3 +244,38 @@ func TestStderrLines(t *testing.T) {
 		t.Errorf("%d x logged, want %d", got, len(long))
 	}
 }
+
+// FuzzStderrLog: whatever a server writes to stderr, in whatever chunks,
+// every byte of its complete lines is logged once, in order (a CR before
+// the newline aside), and nothing panics.
+func FuzzStderrLog(f *testing.F) {
+	f.Add([]byte("a\r\nb\n"), 1)
+	f.Add([]byte(strings.Repeat("y", maxStderrLine+3)+"\n"), 7)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		data = append(data, '\n')
+		logs := &lockedBuffer{}
+		s := &server{opts: &Options{Redactor: secretsOf("\x00never")}, log: slog.New(slog.NewJSONHandler(logs, nil))}
+		w := &stderrLog{s: s}
+		if cut < 0 {
+			cut = -cut
+		}
+		cut %= len(data) + 1
+		_, _ = w.Write(data[:cut])
+		_, _ = w.Write(data[cut:])
+		var got strings.Builder
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var rec struct{ Line string }
+			if err := json.Unmarshal([]byte(l), &rec); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			got.WriteString(rec.Line)
+		}
+		var want strings.Builder
+		for _, line := range strings.Split(strings.ToValidUTF8(string(data[:len(data)-1]), "\uFFFD"), "\n") {
+			want.WriteString(strings.TrimRight(line, "\r"))
+		}
+		if strings.ToValidUTF8(got.String(), "\uFFFD") != want.String() && !strings.Contains(want.String(), "\r") {
+			t.Fatalf("logged %q, want %q", got.String(), want.String())
+		}
+	})
+}
