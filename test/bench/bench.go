@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -74,6 +75,7 @@ func main() {
 	b7Runs := flag.Int("b7-runs", 2000, "B7: runs whose log the run index is rebuilt from")
 	b8Events := flag.Int("b8-events", 100, "B8: events per run")
 	heapProfile := flag.String("heapprofile", "", "B5: write a heap profile of the parked runs to this file")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
 	var gc jetstream.GroupCommit
 	flag.StringVar((*string)(&gc.Mode), "gc-mode", "", "group commit mode: adaptive (default), single or batch")
@@ -97,8 +99,20 @@ func main() {
 	if *smoke {
 		cfg = smokeConfig(cfg.scenarios)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rows, err := run(context.Background(), cfg)
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
