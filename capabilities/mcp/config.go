@@ -28,8 +28,9 @@ type ServerConfig struct {
 	// node starts it, restarts it with backoff when it exits, and logs its
 	// stderr (redacted) line by line.
 	Command []string `json:"command,omitempty"`
-	// Env adds variables to the command's environment (which is otherwise
-	// the node's own).
+	// Env sets variables of the command's environment. Of the node's own
+	// environment it inherits only HOME, LOGNAME, PATH, SHELL, TERM, USER,
+	// LANG and TMPDIR: the node's credentials never reach a server.
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the command's working directory; empty means the node's.
 	Dir string `json:"dir,omitempty"`

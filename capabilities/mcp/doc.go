@@ -22,10 +22,19 @@
 // only the agents the configuration names may call them: the grant is
 // checked on every call (C10).
 //
+// A stdio server inherits only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG
+// and TMPDIR of the node's environment, plus its configured env: the node's
+// own credentials never reach it. Header values, and env values whose names
+// look secret, are redacted by the node (cmd/node) like its own keys.
+//
 // The catalog is fixed at start: it is part of every run's contract hash
 // (C9), so a tool that disappears or changes its input schema later is not
 // silently rebound. Calls to it fail (ErrUnavailable) until the server
 // offers it again unchanged, or the node restarts and binds the new schema.
+// The same hash means a server upgrade that changes a bound tool's
+// description or schema between two starts of the node fails the contract
+// check of every run in flight (they were planned against the old tools):
+// pin the servers' versions, and upgrade them between runs.
 //
 // # Schemas
 //

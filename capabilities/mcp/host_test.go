@@ -279,3 +279,21 @@ func FuzzStderrLog(f *testing.F) {
 		}
 	})
 }
+
+// TestServerEnvironment: a stdio server gets its configured variables and
+// a few harmless ones of the node's, never the node's credentials.
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("CAIRN_TEST_NODE_CREDENTIAL", "node-secret")
+	sc, _ := helperConfig(t, "getenv")
+	sc.Env["GIVEN"] = "given-value"
+	h, _, _ := startHelper(t, sc)
+	for name, want := range map[string]string{"CAIRN_TEST_NODE_CREDENTIAL": "value=", "GIVEN": "value=given-value", "PATH": "value=" + os.Getenv("PATH")} {
+		v, err := invoke(h, "agent", "helper.getenv", `{"name":"`+name+`"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(t, v); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+}

@@ -39,6 +39,7 @@ const (
 //
 //	count {n?}     appends a line to the counter file, returns the line count (effectful, no annotations)
 //	crash {}       exits the process in the middle of the call
+//	getenv {name}  returns an environment variable of the server
 //	drop {}        removes count (tools/list_changed)
 //	restore {}     adds count back
 //	pick {kind, size?}   an input schema with if/then/else (converted at start)
@@ -68,6 +69,12 @@ func helperServer() {
 			fmt.Fprintln(os.Stderr, "helper: crashing now")
 			os.Exit(3)
 			return nil, nil
+		})
+	srv.AddTool(&sdk.Tool{Name: "getenv", InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}}}`)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var args struct{ Name string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "value=" + os.Getenv(args.Name)}}}, nil
 		})
 	srv.AddTool(&sdk.Tool{Name: "drop", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

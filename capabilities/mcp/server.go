@@ -89,7 +89,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *os.Process, 
 	if len(s.cfg.Command) > 0 {
 		cmd = exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 		cmd.Dir = s.cfg.Dir
-		cmd.Env = os.Environ()
+		cmd.Env = inheritedEnv()
 		for k, v := range s.cfg.Env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
@@ -115,6 +115,22 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, *os.Process, 
 		proc = cmd.Process
 	}
 	return sess, proc, nil
+}
+
+// inherited are the only variables of the node's environment a stdio
+// server gets (besides its configured env): the node's own credentials
+// (model API keys, say) never reach a third-party process. The same set as
+// the official TypeScript SDK's default.
+var inherited = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR"}
+
+func inheritedEnv() []string {
+	var env []string
+	for _, k := range inherited {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // stderrLog logs a stdio server's stderr line by line, redacted. One
