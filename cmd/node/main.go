@@ -31,6 +31,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stderr)
 	case "runs":
 		return runsCmd(args[1:], stdout, stderr)
+	case "replay":
+		return replayCmd(args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(args[1:], os.Stdin, nopCloser{stdout}, stderr)
 	case "help", "-h", "--help":
@@ -52,6 +54,8 @@ commands:
   serve [flags]                   the long-running node with its HTTP API
                                   (--agents DIR --listen ADDR --token T; CAIRN_* env)
   runs ls|show|tail|cancel [RUN]  talk to a serving node (--api URL, CAIRN_TOKEN)
+  replay [flags] RUN              a run from the log: timeline at --at REV (N, last, last-K),
+                                  --json state, --redrive, --fork, --diff REV, --diff-run RUN2
   mcp [flags]                     the node as an MCP server on stdin/stdout (tools: start_run,
                                   get_run, answer, cancel_run; serve also has it at /mcp)
 

@@ -1,0 +1,36 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+)
+
+// Adopt makes this node responsible for a root run whose record and
+// commits were written outside the node (a fork made by
+// projections/replay.Fork): it opens the run's budget as its agent defines
+// it, marks the run active (so a restarted node resumes it too) and wakes
+// it. Adopting a run the node already runs only wakes it again.
+func (n *Node) Adopt(ctx context.Context, sessionID, runID string) error {
+	rec, err := n.log.readRun(ctx, sessionID, runID)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		return fmt.Errorf("%w: run %s in session %s", ErrNotFound, runID, sessionID)
+	}
+	if rec.ParentRunID != "" || rec.RootRunID != rec.RunID {
+		return fmt.Errorf("%w: run %s is not a root run", ErrInvalid, runID)
+	}
+	a, ok := n.agents[rec.Agent]
+	if !ok {
+		return fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, rec.Agent)
+	}
+	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
+		return err
+	}
+	if err := n.markActive(ctx, sessionID, runID); err != nil {
+		return err
+	}
+	n.wake(sessionID, runID, "adopted")
+	return nil
+}

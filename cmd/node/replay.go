@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/projections/replay"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// replayCmd is `node replay RUN`: the run reconstructed from the log at a
+// revision (its timeline, or with --json its checkpoint and transcript),
+// re-driven against the recorded responses (--redrive), forked from a
+// revision into a new session (--fork), or diffed with another revision or
+// run (--diff, --diff-run). It reads the log only, except --fork, which
+// writes the new session.
+func replayCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := replayOptions{}
+	fs.StringVar(&o.data, "data", env("CAIRN_DATA", ".cairn"), "JetStream data directory of the embedded server")
+	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
+	fs.StringVar(&o.agentsDir, "agents", env("CAIRN_AGENTS", "examples/agents"), "directory of agent definitions (for --redrive and --fork --agent)")
+	fs.StringVar(&o.at, "at", "", "revision: N, last or last-K (default last)")
+	fs.BoolVar(&o.json, "json", false, "print the reconstructed state (checkpoint, window, transcript) as JSON")
+	fs.BoolVar(&o.redrive, "redrive", false, "run the loop again from --at (default: the start) against the recorded responses; report differences")
+	fs.BoolVar(&o.fork, "fork", false, "start a new run in a new session from revision --at")
+	fs.StringVar(&o.forkAgent, "agent", "", "with --fork: resume under this agent's current definition (another version)")
+	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "with --fork: the model the fork runs with (openai:..., anthropic:..., scripted:FILE)")
+	fs.StringVar(&o.diff, "diff", "", "diff revision --at with this revision of the same run")
+	fs.StringVar(&o.diffRun, "diff-run", "", "diff the run with this run, revision by revision")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "node replay: want one RUN")
+		return 2
+	}
+	o.run = fs.Arg(0)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := replayRun(ctx, o, stdout); err != nil {
+		fmt.Fprintln(stderr, "node replay:", err)
+		var bad *flagError
+		if errors.As(err, &bad) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type replayOptions struct {
+	data, natsURL, agentsDir, at, forkAgent, diff, diffRun, run, model string
+	json, redrive, fork                                                bool
+}
+
+// flagError is a bad flag value, named.
+type flagError struct{ Flag, Reason string }
+
+func (e *flagError) Error() string { return fmt.Sprintf("--%s: %s", e.Flag, e.Reason) }
+
+// parseRevision reads a revision flag against a run's last revision: N
+// (1..last), "last", or "last-K". Empty means def.
+func parseRevision(flagName, s string, last, def int64) (int64, error) {
+	if s == "" {
+		return def, nil
+	}
+	var rev int64
+	switch {
+	case s == "last":
+		rev = last
+	case strings.HasPrefix(s, "last-"):
+		k, err := strconv.ParseInt(s[len("last-"):], 10, 64)
+		if err != nil || k < 0 {
+			return 0, &flagError{flagName, fmt.Sprintf("%q: want N, last or last-K", s)}
+		}
+		rev = last - k
+	default:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, &flagError{flagName, fmt.Sprintf("%q: want N, last or last-K", s)}
+		}
+		rev = n
+	}
+	if rev < 1 || rev > last {
+		return 0, &flagError{flagName, fmt.Sprintf("%q: the run has revisions 1-%d", s, last)}
+	}
+	return rev, nil
+}
+
+func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
+	if o.fork && o.at == "" {
+		return &flagError{"at", "--fork needs the revision to fork from"}
+	}
+	nc, closeConn, err := connect(nodeOptions{data: o.data, natsURL: o.natsURL})
+	if err != nil {
+		return err
+	}
+	var once sync.Once
+	closeNATS := func() { once.Do(closeConn) }
+	defer closeNATS()
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	h, err := replay.Load(ctx, js, "CAIRN", o.run)
+	if err != nil {
+		return err
+	}
+	last := h.Last()
+	if last == 0 {
+		return fmt.Errorf("run %s has no commit yet", o.run)
+	}
+	switch {
+	case o.redrive:
+		from, err := parseRevision("at", o.at, last, 0)
+		if err != nil {
+			return err
+		}
+		s, err := replaySetup(o.agentsDir, h.Run.Agent)
+		if err != nil {
+			return err
+		}
+		rep, err := replay.Redrive(ctx, h, from, s)
+		if err != nil {
+			return err
+		}
+		return printRedrive(w, rep, o.json)
+	case o.fork:
+		at, err := parseRevision("at", o.at, last, last)
+		if err != nil {
+			return err
+		}
+		return forkRun(ctx, w, nc, js, h, at, o, closeNATS)
+	case o.diffRun != "":
+		other, err := replay.Load(ctx, js, "CAIRN", o.diffRun)
+		if err != nil {
+			return fmt.Errorf("--diff-run: %w", err)
+		}
+		replay.PrintChanges(w, replay.DiffRuns(h, other))
+		return nil
+	}
+	at, err := parseRevision("at", o.at, last, last)
+	if err != nil {
+		return err
+	}
+	st, err := h.At(at)
+	if err != nil {
+		return err
+	}
+	if o.diff != "" {
+		rev, err := parseRevision("diff", o.diff, last, last)
+		if err != nil {
+			return err
+		}
+		other, err := h.At(rev)
+		if err != nil {
+			return err
+		}
+		replay.PrintChanges(w, replay.DiffStates(st, other))
+		return nil
+	}
+	if o.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"run": h.Run, "state": st, "timeline": h.Timeline(at), "budget": h.Usage(at)})
+	}
+	replay.Print(w, h, at)
+	fmt.Fprintf(w, "at revision %d of %d: phase %s, step %d, %d calls journaled, window of %d messages\n",
+		at, last, st.Checkpoint.Phase, st.Checkpoint.Step, len(st.Checkpoint.Calls), len(st.Window))
+	return nil
+}
+
+func printRedrive(w io.Writer, rep *replay.Report, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	fmt.Fprintf(w, "re-drove run %s from revision %d: %d attempts, %d of %d logged writes reproduced\n", rep.RunID, rep.From, rep.Attempts, rep.Reproduced, rep.Logged)
+	if d := rep.Divergence; d != nil {
+		fmt.Fprintf(w, "DIVERGES at attempt %d, write %d (revision %d): %s\n  fields: %s\n  logged:    %.400s\n  re-driven: %.400s\n",
+			d.Attempt, d.Write, d.Revision, d.Reason, strings.Join(d.Fields, ", "), d.Logged, d.Redriven)
+		return nil
+	}
+	if rep.Exact() {
+		fmt.Fprintln(w, "identical: the loop makes exactly the logged commits")
+	}
+	return nil
+}
+
+// replaySetup is the run's contract as this deployment defines it.
+func replaySetup(agentsDir, agent string) (replay.Setup, error) {
+	dep, err := loadDeployment(agentsDir)
+	if err != nil {
+		return replay.Setup{}, err
+	}
+	a, ok := dep.agents[agent]
+	if !ok {
+		return replay.Setup{}, &flagError{"agents", fmt.Sprintf("agent %q is not defined in %s", agent, agentsDir)}
+	}
+	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: runtime.Secrets(secrets())}
+	for _, sub := range a.agent.Definition.Subagents {
+		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
+	}
+	caps := map[string]runtime.Capability{}
+	for _, c := range builtinCapabilities() {
+		caps[c.Name] = c
+	}
+	for _, name := range a.agent.Definition.Capabilities {
+		c, ok := caps[name]
+		if !ok {
+			return replay.Setup{}, fmt.Errorf("agent %s: capability %q is served by an external service; re-drive needs the built-in catalog", agent, name)
+		}
+		s.Capabilities = append(s.Capabilities, c)
+	}
+	return s, nil
+}
+
+// forkRun writes the fork, then starts a node on the same log that adopts
+// the forked run and runs it to its end (with --model, another model).
+func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, h *replay.History, at int64, o replayOptions, closeNATS func()) error {
+	store, err := jetstream.New(ctx, nc, jetstream.Config{Holder: "replay-fork", Now: time.Now})
+	if err != nil {
+		return err
+	}
+	opts := replay.ForkOptions{SessionID: "fork-" + randomID(), RunID: "fork-" + randomID(), At: at}
+	if o.forkAgent != "" {
+		s, err := replaySetup(o.agentsDir, o.forkAgent)
+		if err != nil {
+			return err
+		}
+		if opts.ContractHash, err = replay.ContractHash(ctx, s); err != nil {
+			return err
+		}
+		opts.Agent = o.forkAgent
+	}
+	rec, err := replay.Fork(ctx, js, store, h, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "forked run %s at revision %d into run %s (session %s); the original is untouched.\n", h.RunID, at, rec.RunID, rec.SessionID)
+	// The embedded server holds the data directory: release it before the
+	// node starts its own.
+	closeNATS()
+	a, err := startApp(ctx, nodeOptions{agentsDir: o.agentsDir, data: o.data, natsURL: o.natsURL, model: o.model, logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.node.Adopt(ctx, rec.SessionID, rec.RunID); err != nil {
+		return err
+	}
+	st, reply, err := a.node.Result(ctx, rec.SessionID, rec.RunID)
+	if err != nil {
+		return fmt.Errorf("forked run %s: %w", rec.RunID, err)
+	}
+	out, _ := json.Marshal(reply)
+	fmt.Fprintf(w, "forked run %s %s: %s\n", rec.RunID, st, out)
+	return nil
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
