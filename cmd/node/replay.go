@@ -22,7 +22,6 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/projections/replay"
-	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -206,32 +205,14 @@ func printRedrive(w io.Writer, rep *replay.Report, asJSON bool) error {
 	return nil
 }
 
-// replaySetup is the run's contract as this deployment defines it.
+// replaySetup is the run's contract as the deployment in agentsDir
+// defines it.
 func replaySetup(agentsDir, agent string) (replay.Setup, error) {
 	dep, err := loadDeployment(agentsDir)
 	if err != nil {
 		return replay.Setup{}, err
 	}
-	a, ok := dep.agents[agent]
-	if !ok {
-		return replay.Setup{}, &flagError{"agents", fmt.Sprintf("agent %q is not defined in %s", agent, agentsDir)}
-	}
-	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: runtime.Secrets(secrets())}
-	for _, sub := range a.agent.Definition.Subagents {
-		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
-	}
-	caps := map[string]runtime.Capability{}
-	for _, c := range builtinCapabilities() {
-		caps[c.Name] = c
-	}
-	for _, name := range a.agent.Definition.Capabilities {
-		c, ok := caps[name]
-		if !ok {
-			return replay.Setup{}, fmt.Errorf("agent %s: capability %q is served by an external service; re-drive needs the built-in catalog", agent, name)
-		}
-		s.Capabilities = append(s.Capabilities, c)
-	}
-	return s, nil
+	return setupFor(dep, agent)
 }
 
 // forkRun writes the fork, then starts a node on the same log that adopts

@@ -142,6 +142,8 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	mux.HandleFunc("GET /v1/runs/{run}/events", api.auth(api.events))
 	mux.HandleFunc("POST /v1/runs/{run}/continue", api.auth(api.continueRun))
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", api.auth(api.cancel))
+	// web.go: the run view, replay, re-drive and fork.
+	api.registerWeb(mux)
 	mux.Handle("/mcp", api.mcpHandler()) // Cairn as an MCP server (mcp.go), same tokens
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -1,0 +1,120 @@
+package main
+
+// runPage is the web view of one run: its timeline and call tree, followed
+// live over the run's event stream, with replay (timeline at a revision),
+// re-drive and fork actions. It is static: the token comes from the URL
+// fragment (#token=...) and every datum from the JSON API, so nothing of a
+// run is in the HTML the server sends.
+const runPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Cairn run</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}
+h1{font-size:1.3em;margin:0 0 .2em} .meta{color:#666;margin-bottom:1em}
+.cols{display:flex;gap:2em;align-items:flex-start} .col{flex:1;min-width:0}
+h2{font-size:1.05em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+ol#timeline{list-style:none;padding:0;margin:0} ol#timeline li{padding:.25em .4em;border-left:4px solid #ccc;margin:.2em 0;background:#fff;white-space:pre-wrap;word-break:break-word}
+.rev{color:#888;font-family:monospace;margin-right:.5em} .kind{font-weight:600;margin-right:.5em}
+.kind-model{border-color:#4a7bd0!important} .kind-result{border-color:#3a9a5b!important} .kind-call{border-color:#c9a227!important}
+.kind-child{border-color:#9a4ad0!important} .kind-completed{border-color:#111!important} .kind-attempt{border-color:#d04a4a!important} .kind-ended{border-color:#d04a4a!important}
+ul.tree{list-style:none;padding-left:1.2em} ul.tree li{margin:.2em 0} .run{font-weight:600}
+.state-done{color:#2a7a45} .state-error,.state-unknown{color:#b33} .state-dispatching,.state-pending{color:#a80} .state-skipped{color:#888}
+.actions{margin:1em 0;display:flex;gap:.5em;align-items:center;flex-wrap:wrap} #status{color:#555} pre#report{background:#fff;border:1px solid #ddd;padding:.5em;white-space:pre-wrap}
+</style></head><body>
+<h1 id="title">run</h1><div class="meta" id="meta">loading…</div>
+<div class="actions">
+ <label>revision <input id="at" type="number" min="1" style="width:6em"></label>
+ <button id="replay">Replay at revision</button><button id="latest">Latest</button>
+ <button id="redrive">Re-drive</button><button id="fork">Fork at revision</button>
+ <span id="status"></span>
+</div>
+<pre id="report" hidden></pre>
+<div class="cols">
+ <div class="col"><h2>Timeline</h2><ol id="timeline"></ol></div>
+ <div class="col"><h2>Call tree</h2><div id="tree"></div><h2>Budget</h2><div id="usage"></div></div>
+</div>
+<script>
+"use strict";
+const run = decodeURIComponent(location.pathname.split("/").pop());
+const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+const headers = token ? {"Authorization": "Bearer " + token} : {};
+let at = 0, live = true;
+const $ = id => document.getElementById(id);
+function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
+async function api(method, path, body) {
+  const r = await fetch(path, {method, headers: Object.assign({"Content-Type": "application/json"}, headers), body: body ? JSON.stringify(body) : undefined});
+  const j = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error((j.error && j.error.message) || r.statusText);
+  return j;
+}
+function renderTree(n) {
+  const li = el("li");
+  li.appendChild(el("span", "run", n.run_id + " (" + (n.agent || "?") + ", " + n.status + ")"));
+  const ul = el("ul", "tree");
+  for (const c of (n.calls || [])) {
+    const ci = el("li", "call state-" + c.state);
+    ci.textContent = "step " + c.step + " · " + c.name + " " + c.id + " → " + c.state + (c.result ? ": " + c.result.slice(0, 160) : "");
+    ul.appendChild(ci);
+  }
+  for (const k of (n.kids || [])) ul.appendChild(renderTree(k));
+  li.appendChild(ul);
+  return li;
+}
+async function refresh() {
+  const v = await api("GET", "/v1/runs/" + encodeURIComponent(run) + "/view" + (at ? "?at=" + at : ""));
+  const rec = v.record || {};
+  $("title").textContent = "run " + run;
+  $("meta").textContent = "agent " + (rec.agent || "?") + " · session " + ((v.run && v.run.session_id) || rec.session_id || "?") + " · status " + ((v.run && v.run.status) || "?") +
+    " · revision " + v.at + " of " + v.last + " · phase " + (v.phase || "?") + (rec.forked_from ? " · forked from " + rec.forked_from + " at " + rec.forked_at : "");
+  $("at").max = v.last; if (!at) $("at").value = v.last;
+  const ol = $("timeline"); ol.replaceChildren();
+  for (const e of v.timeline) {
+    const li = el("li", "entry kind-" + e.kind);
+    li.dataset.rev = e.revision || 0;
+    li.appendChild(el("span", "rev", e.revision ? "r" + e.revision : ""));
+    li.appendChild(el("span", "kind", e.kind));
+    li.appendChild(document.createTextNode(e.text));
+    ol.appendChild(li);
+  }
+  const tree = $("tree"); tree.replaceChildren();
+  if (v.tree && v.tree.run_id) { const ul = el("ul", "tree"); ul.appendChild(renderTree(v.tree)); tree.appendChild(ul); }
+  const u = v.usage || {};
+  $("usage").textContent = (u.steps || 0) + " model steps · " + (u.calls || 0) + " calls · " + (u.commits || 0) + " commits · " + (u.attempts || 0) + " attempts";
+  document.body.dataset.rendered = String(v.timeline.length);
+}
+async function follow() {
+  // EventSource cannot send a bearer token: read the SSE stream with fetch.
+  try {
+    const r = await fetch("/v1/runs/" + encodeURIComponent(run) + "/events", {headers});
+    const reader = r.body.getReader(); const dec = new TextDecoder(); let buf = "", pending = null;
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, {stream: true});
+      if (buf.includes("event: end")) { live = false; }
+      buf = buf.slice(buf.lastIndexOf("\n\n") + 1);
+      if (live && !at && !pending) pending = setTimeout(() => { pending = null; refresh().catch(show); }, 150);
+      if (!live) break;
+    }
+  } catch (e) { show(e); }
+  $("status").textContent = live ? "stream closed" : "finished";
+  if (!at) refresh().catch(show);
+}
+function show(e) { $("status").textContent = String(e.message || e); }
+$("replay").onclick = () => { at = Number($("at").value) || 0; refresh().catch(show); };
+$("latest").onclick = () => { at = 0; refresh().catch(show); };
+$("redrive").onclick = async () => {
+  $("status").textContent = "re-driving…";
+  try { const r = await api("POST", "/v1/runs/" + encodeURIComponent(run) + "/redrive", {at: 0});
+    $("report").hidden = false; $("report").textContent = (r.exact ? "identical: " : "DIVERGES: ") + JSON.stringify(r.report, null, 2); $("status").textContent = "";
+  } catch (e) { show(e); }
+};
+$("fork").onclick = async () => {
+  try { const r = await api("POST", "/v1/runs/" + encodeURIComponent(run) + "/fork", {at: Number($("at").value) || 1});
+    const a = el("a", "", "forked: " + r.run_id); a.href = "/ui/runs/" + r.run_id + location.hash; $("status").replaceChildren(a);
+  } catch (e) { show(e); }
+};
+$("status").textContent = "live";
+refresh().catch(show);
+follow();
+</script></body></html>
+`
