@@ -85,37 +85,58 @@ func BenchmarkRebuild(b *testing.B) {
 	const runs, steps = 5000, 8
 	js, total := benchLog(b, runs, steps)
 	ctx := context.Background()
+	raw := func(b *testing.B) {
+		st, _ := js.Stream(ctx, "CAIRN")
+		cons, err := st.OrderedConsumer(ctx, njs.OrderedConsumerConfig{DeliverPolicy: njs.DeliverAllPolicy})
+		if err != nil {
+			b.Fatal(err)
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < total; i++ {
+			if _, err := it.Next(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		it.Stop()
+	}
+	rebuild := func(b *testing.B, p projections.Projection) {
+		r, err := projections.Start(ctx, projections.Config{JS: js}, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.CatchUp(ctx); err != nil {
+			b.Fatal(err)
+		}
+		_ = r.Close(ctx)
+	}
 	b.Run("raw-ordered-consumer", func(b *testing.B) {
 		for b.Loop() {
-			st, _ := js.Stream(ctx, "CAIRN")
-			cons, err := st.OrderedConsumer(ctx, njs.OrderedConsumerConfig{DeliverPolicy: njs.DeliverAllPolicy})
-			if err != nil {
-				b.Fatal(err)
-			}
-			it, err := cons.Messages()
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := 0; i < total; i++ {
-				if _, err := it.Next(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			it.Stop()
+			raw(b)
 		}
 		b.ReportMetric(float64(total*b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	// The ratio from passes interleaved in one loop, so that load from
+	// elsewhere on the machine hits both alike.
+	b.Run("runindex-over-raw", func(b *testing.B) {
+		var tRaw, tIx time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			raw(b)
+			t1 := time.Now()
+			rebuild(b, projections.NewRunIndex())
+			tRaw, tIx = tRaw+t1.Sub(t0), tIx+time.Since(t1)
+		}
+		b.ReportMetric(tRaw.Seconds()/tIx.Seconds(), "rate-ratio")
+		b.ReportMetric(float64(total*b.N)/tIx.Seconds(), "index-events/s")
+		b.ReportMetric(float64(total*b.N)/tRaw.Seconds(), "raw-events/s")
 	})
 	for _, mk := range models() {
 		b.Run("rebuild-"+mk().Name(), func(b *testing.B) {
 			for b.Loop() {
-				r, err := projections.Start(ctx, projections.Config{JS: js}, mk())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := r.CatchUp(ctx); err != nil {
-					b.Fatal(err)
-				}
-				_ = r.Close(ctx)
+				rebuild(b, mk())
 			}
 			b.ReportMetric(float64(total*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
