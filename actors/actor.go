@@ -211,5 +211,5 @@ func (a *runActor) armDeadline(ctx actor.Context) {
 
 func permanent(err error) bool {
 	return errors.Is(err, errPermanent) || errors.Is(err, ErrBudget) || errors.Is(err, runtime.ErrInvalidInput) ||
-		errors.Is(err, runtime.ErrContractMismatch) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, runtime.ErrContractMismatch)
 }

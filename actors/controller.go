@@ -40,9 +40,10 @@ type child struct {
 func (c *controller) childKey(callID string) string { return c.run.RunID + "." + keyOf(callID) }
 
 // Spawn creates the child run once per tool call (C25).
-func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input []byte) (runtime.AgentRunInfo, error) {
+func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input []byte) (_ runtime.AgentRunInfo, err error) {
+	defer classify(&err)
 	if _, ok := c.n.agents[slug]; !ok {
-		return runtime.AgentRunInfo{}, fmt.Errorf("agent %q is not deployed on this node", slug)
+		return runtime.AgentRunInfo{}, reject("agent %q is not deployed on this node", slug)
 	}
 	sess, run := ChildIDs(c.run.RunID, toolCallID)
 	rec := events.Run{RunID: run, SessionID: sess, Agent: slug, Message: string(input), RootRunID: c.run.RootRunID,
@@ -51,9 +52,10 @@ func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input [
 }
 
 // Continue starts a new run in a completed child session (C26).
-func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt string) (runtime.AgentRunInfo, error) {
+func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt string) (_ runtime.AgentRunInfo, err error) {
+	defer classify(&err)
 	if events.ValidID(sessionID) != nil {
-		return runtime.AgentRunInfo{}, fmt.Errorf("session %q is not a session of this run's children", sessionID)
+		return runtime.AgentRunInfo{}, reject("session %q is not a session of this run's children", sessionID)
 	}
 	_, run := ChildIDs(c.run.RunID, toolCallID)
 	if existing, err := c.n.log.readRun(ctx, sessionID, run); err != nil {
@@ -68,14 +70,14 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 		return runtime.AgentRunInfo{}, err
 	}
 	if latest == nil || latest.ParentRunID != c.run.RunID {
-		return runtime.AgentRunInfo{}, fmt.Errorf("session %q is not a session of this run's children", sessionID)
+		return runtime.AgentRunInfo{}, reject("session %q is not a session of this run's children", sessionID)
 	}
 	st, err := c.n.log.status(ctx, sessionID, latest.RunID)
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
 	if st.Status != runtime.StatusCompleted {
-		return runtime.AgentRunInfo{}, fmt.Errorf("session %q has a run that is %s; continue only a completed session", sessionID, st.Status)
+		return runtime.AgentRunInfo{}, reject("session %q has a run that is %s; continue only a completed session", sessionID, st.Status)
 	}
 	last, err := c.n.log.last(ctx, events.SessionAll(sessionID))
 	if err != nil {
@@ -124,7 +126,7 @@ func (c *controller) start(ctx context.Context, rec events.Run, expectSeq uint64
 // same checks that a retried spawn or continue asks for what the first did.
 func (c *controller) same(existing *events.Run, want events.Run) (runtime.AgentRunInfo, error) {
 	if existing.ParentRunID != want.ParentRunID || existing.ParentCallID != want.ParentCallID {
-		return runtime.AgentRunInfo{}, fmt.Errorf("call %q names a run this run does not own", want.ParentCallID)
+		return runtime.AgentRunInfo{}, reject("call %q names a run this run does not own", want.ParentCallID)
 	}
 	if existing.Agent != want.Agent || existing.Message != want.Message {
 		return runtime.AgentRunInfo{}, runtime.Fatal(fmt.Errorf("actors: call %s repeated with other arguments (agent %q, input differs: %v)", want.ParentCallID, want.Agent, existing.Message != want.Message))
@@ -137,7 +139,7 @@ func (c *controller) same(existing *events.Run, want events.Run) (runtime.AgentR
 func (c *controller) owned(ctx context.Context, callID string) (child, error) {
 	kve, err := c.n.children.Get(ctx, c.childKey(callID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return child{}, fmt.Errorf("call %q is not a child of this run", callID)
+		return child{}, reject("call %q is not a child of this run", callID)
 	}
 	if err != nil {
 		return child{}, fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
@@ -166,7 +168,8 @@ func (c *controller) info(ctx context.Context, callID string) (runtime.CallInfo,
 }
 
 // Get inspects owned calls only (C27).
-func (c *controller) Get(ctx context.Context, ids []string) ([]runtime.CallInfo, error) {
+func (c *controller) Get(ctx context.Context, ids []string) (_ []runtime.CallInfo, err error) {
+	defer classify(&err)
 	out := make([]runtime.CallInfo, 0, len(ids))
 	for _, id := range ids {
 		in, err := c.info(ctx, id)
@@ -180,7 +183,8 @@ func (c *controller) Get(ctx context.Context, ids []string) ([]runtime.CallInfo,
 
 // Cancel records a durable cancellation of owned children and stops their
 // actors (C27). A child that finished first keeps its status.
-func (c *controller) Cancel(ctx context.Context, ids []string) ([]runtime.CancelInfo, error) {
+func (c *controller) Cancel(ctx context.Context, ids []string) (_ []runtime.CancelInfo, err error) {
+	defer classify(&err)
 	chs := make([]child, len(ids))
 	for i, id := range ids {
 		ch, err := c.owned(ctx, id)
@@ -207,7 +211,8 @@ func (c *controller) Cancel(ctx context.Context, ids []string) ([]runtime.Cancel
 
 // Wait answers when the calls finished or the original deadline passed;
 // otherwise the registration is durable and it returns ErrWaiting (C28).
-func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.WaitRequest) (runtime.WaitResult, error) {
+func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.WaitRequest) (_ runtime.WaitResult, err error) {
+	defer classify(&err)
 	for _, id := range req.CallIDs {
 		if _, err := c.owned(ctx, id); err != nil {
 			return runtime.WaitResult{}, err
@@ -241,7 +246,8 @@ func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.Wa
 // Complete rejects a completion while children are active (C29, C30). An
 // identical replay passes the same check. Finalization (notifying the
 // parent) happens only from the completed commit itself.
-func (c *controller) Complete(ctx context.Context, reply runtime.Reply) error {
+func (c *controller) Complete(ctx context.Context, reply runtime.Reply) (err error) {
+	defer classify(&err)
 	lister, err := c.n.children.ListKeysFiltered(ctx, c.run.RunID+".>")
 	if err != nil {
 		return fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
@@ -266,7 +272,29 @@ func (c *controller) Complete(ctx context.Context, reply runtime.Reply) error {
 	}
 	if len(active) > 0 {
 		sort.Strings(active)
-		return fmt.Errorf("children still active: %v; wait for or cancel them first", active)
+		return reject("children still active: %v; wait for or cancel them first", active)
 	}
 	return nil
+}
+
+// rejection is a controller answer the model must see (C30): a refusal of
+// what it asked, not a failure of the node.
+type rejection struct{ msg string }
+
+func (r rejection) Error() string { return r.msg }
+
+func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
+
+// classify makes every controller error but a rejection (and a wait that
+// parks) stop the attempt instead of reaching the model as a tool error: a
+// read that failed while a stream leader moved after a node died says
+// nothing about the run, and the actor retries the attempt from its last
+// commit.
+func classify(err *error) {
+	var r rejection
+	var f runtime.FatalToolError
+	if *err == nil || errors.As(*err, &r) || errors.As(*err, &f) || errors.Is(*err, runtime.ErrWaiting) {
+		return
+	}
+	*err = runtime.Fatal(*err)
 }

@@ -681,7 +681,14 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 	if reason == "recovered" {
 		in.RecoveryNotice = "The node running this task restarted or left the cluster, and this task was resumed. Work committed before that stands; a call whose outcome was lost is marked as having an unknown effect."
 	}
-	return runtime.Run(ctx, in)
+	res, err := runtime.Run(ctx, in)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The attempt's only deadline is the root's wall-clock budget. A
+		// NATS call timing out also reports context.DeadlineExceeded, and
+		// that one is transient (a stream leader moving after a node died).
+		return nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
+	}
+	return res, err
 }
 
 // errPermanent marks attempt errors no retry can fix.
