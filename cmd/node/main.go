@@ -68,5 +68,6 @@ run flags:
   --nosync        embedded server without SyncAlways (faster; acknowledged commits can be
                   lost on power failure)
   --json          print the result as JSON only
+  --mcp-servers FILE   MCP servers whose tools are capabilities (also on serve and mcp)
 `)
 }

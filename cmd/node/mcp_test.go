@@ -381,3 +381,15 @@ func TestMCPSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestRunWithMCPServers: `node run --mcp-servers` gives the agent the npm
+// servers' tools.
+func TestRunWithMCPServers(t *testing.T) {
+	dir := askerDir(t, map[string]string{"toolsmith.yaml": toolsmith, "toolsmith.script.yaml": toolsmithScript})
+	servers := npmServersFile(t, "toolsmith")
+	var out, errb strings.Builder
+	code := runCmd([]string{"--data", t.TempDir(), "--mcp-servers", servers, filepath.Join(dir, "toolsmith.yaml"), "Go."}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "Oslo") || !strings.Contains(out.String(), "nats-object://CAIRN_ATTACHMENTS/") {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
