@@ -93,6 +93,9 @@ const mcpMaxWait = 300 * time.Second
 
 // newMCPServer is the MCP server over a running node.
 func newMCPServer(a *app, logger *slog.Logger) *sdk.Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "cairn", Title: "Cairn durable agent runs", Version: "1"}, &sdk.ServerOptions{
 		Instructions: "Start a durable agent run with start_run, follow it with get_run (wait_seconds long-polls), answer a needs_input reply with answer, stop it with cancel_run.",
 		Logger:       logger,
@@ -261,7 +264,9 @@ func (m *mcpTools) cancel(ctx context.Context, req *sdk.CallToolRequest, in mcpR
 // session ID presented with another principal's token).
 func (x *api) mcpHandler() http.Handler {
 	srv := newMCPServer(x.a, x.log)
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Logger: x.log})
+	// Idle sessions end after half an hour (a client that went away
+	// leaves nothing behind); a client that comes back starts a new one.
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Logger: x.log, SessionTimeout: 30 * time.Minute})
 	if len(x.tokens) == 0 {
 		return h // loopback only (serve refuses otherwise): the local principal
 	}
