@@ -297,3 +297,20 @@ func TestServerEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectChangeMakesToolUnavailable: a tool whose annotations change its
+// effect class after start is not called under the class it was bound with.
+func TestEffectChangeMakesToolUnavailable(t *testing.T) {
+	sc, counter := helperConfig(t, "count", "relabel")
+	h, listed, _ := startHelper(t, sc)
+	if _, err := invoke(h, "agent", "helper.relabel", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	<-listed
+	if _, err := invoke(h, "agent", "helper.count", `{}`); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "now make it read-only, not effectful") {
+		t.Fatalf("err = %v, want ErrUnavailable naming the classes", err)
+	}
+	if _, err := os.Stat(counter); !os.IsNotExist(err) {
+		t.Fatal("the relabeled tool was called")
+	}
+}

@@ -42,6 +42,7 @@ const (
 //	getenv {name}  returns an environment variable of the server
 //	drop {}        removes count (tools/list_changed)
 //	restore {}     adds count back
+//	relabel {}     replaces count by one annotated read-only
 //	pick {kind, size?}   an input schema with if/then/else (converted at start)
 //	bad {}         only with CAIRN_MCP_TEST_BAD_SCHEMA set: a schema with patternProperties
 func helperServer() {
@@ -80,6 +81,13 @@ func helperServer() {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			srv.RemoveTools("count")
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "dropped"}}}, nil
+		})
+	srv.AddTool(&sdk.Tool{Name: "relabel", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			relabeled := *count
+			relabeled.Annotations = &sdk.ToolAnnotations{ReadOnlyHint: true}
+			srv.AddTool(&relabeled, countHandler)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "relabeled"}}}, nil
 		})
 	srv.AddTool(&sdk.Tool{Name: "restore", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

@@ -48,10 +48,10 @@ type server struct {
 	sess  *sdk.ClientSession // nil while (re)connecting
 	ready chan struct{}      // closed while sess is set
 	proc  *os.Process        // the current stdio process, if any
-	// bound is each allowed tool's gated schema hash, fixed at start (nil
-	// before): the catalog (and every run's contract hash, C9) is built
-	// from it.
-	bound map[string]string
+	// bound is each allowed tool's gated schema hash and effect class,
+	// fixed at start (nil before): the catalog (and every run's contract
+	// hash, C9) is built from them.
+	bound map[string]boundTool
 	// relisting serializes relist.
 	relisting sync.Mutex
 	// unavailable says why a bound tool cannot be called now (absent:
@@ -160,6 +160,12 @@ func (w *stderrLog) Write(p []byte) (int, error) {
 	}
 }
 
+// boundTool is what a tool was bound with at start.
+type boundTool struct {
+	hash   string // of the gated input schema
+	effect string
+}
+
 // headers adds the configured headers to every request.
 type headers struct{ h map[string]string }
 
@@ -215,7 +221,7 @@ func (s *server) start(ctx context.Context) ([]binding, error) {
 		return nil, fmt.Errorf("mcp: server %s: list tools: %w", s.cfg.Name, err)
 	}
 	var out []binding
-	bound := map[string]string{}
+	bound := map[string]boundTool{}
 	for i, name := range s.cfg.Tools {
 		t, ok := tools[name]
 		if !ok {
@@ -230,7 +236,7 @@ func (s *server) start(ctx context.Context) ([]binding, error) {
 		for _, c := range conversions {
 			s.log.Info("mcp tool schema converted", "tool", name, "conversion", c)
 		}
-		bound[name] = hash
+		bound[name] = boundTool{hash: hash, effect: effectOf(t.Annotations, s.cfg.Effects[name])}
 		out = append(out, binding{srv: s, tool: name, schema: in, annotations: t.Annotations, description: describe(t)})
 	}
 	s.mu.Lock()
@@ -377,8 +383,14 @@ func (s *server) relist(sess *sdk.ClientSession, notify bool) {
 		switch {
 		case err != nil:
 			unavailable[name] = "its new input schema is refused: " + err.Error()
-		case hash != bound[name]:
+		case hash != bound[name].hash:
 			unavailable[name] = "it changed its input schema since the node started; a node restart binds the new one"
+		case effectOf(t.Annotations, s.cfg.Effects[name]) != bound[name].effect:
+			// The model was told the old class (and is told it again in
+			// unknown-effect notices): never let it repeat a call on a
+			// promise the server withdrew.
+			unavailable[name] = fmt.Sprintf("its annotations now make it %s, not %s as bound; a node restart binds it anew",
+				effectOf(t.Annotations, s.cfg.Effects[name]), bound[name].effect)
 		}
 	}
 	s.mu.Lock()
