@@ -28,10 +28,10 @@
 // look secret, are redacted by the node (cmd/node) like its own keys.
 //
 // The catalog is fixed at start: it is part of every run's contract hash
-// (C9), so a tool that disappears, changes its input schema or, by its
-// annotations, its effect class later is not
-// silently rebound. Calls to it fail (ErrUnavailable) until the server
-// offers it again unchanged, or the node restarts and binds the new schema.
+// (C9), so a tool that disappears, or changes its input schema or (by its
+// annotations) its effect class, is not silently rebound. Calls to it fail
+// (ErrUnavailable) until the server offers it again as it was bound, or the
+// node restarts and binds it anew.
 // The same hash means a server upgrade that changes a bound tool's
 // description or schema between two starts of the node fails the contract
 // check of every run in flight (they were planned against the old tools):
