@@ -118,6 +118,21 @@ func TestRunnerResumesExactlyAndRebuildsEqual(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("resumed state differs from the rebuild\n got %.400s\nwant %.400s", got, want)
 			}
+			// Both read on to the stream's end (events no filter matches
+			// move the position too) and stop at the same place.
+			st, _ := js.Stream(ctx, "CAIRN")
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := r.WaitFor(wctx, info.State.LastSeq); err != nil {
+				t.Fatal(err)
+			}
+			if err := rb.WaitFor(wctx, info.State.LastSeq); err != nil {
+				t.Fatal(err)
+			}
 			if r.Seq() != rb.Seq() {
 				t.Fatalf("positions: resumed %d, rebuilt %d", r.Seq(), rb.Seq())
 			}

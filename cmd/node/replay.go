@@ -41,6 +41,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.at, "at", "", "revision: N, last or last-K (default last)")
 	fs.BoolVar(&o.json, "json", false, "print the reconstructed state (checkpoint, window, transcript) as JSON")
 	fs.BoolVar(&o.redrive, "redrive", false, "run the loop again from --at (default: the start) against the recorded responses; report differences")
+	fs.BoolVar(&o.acceptContract, "accept-contract-change", false, "with --redrive: re-drive a log written under another contract (definition version or build); everything else must match")
 	fs.BoolVar(&o.fork, "fork", false, "start a new run in a new session from revision --at")
 	fs.StringVar(&o.forkAgent, "agent", "", "with --fork: resume under this agent's current definition (another version)")
 	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "with --fork: the model the fork runs with (openai:..., anthropic:..., scripted:FILE)")
@@ -69,7 +70,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 
 type replayOptions struct {
 	data, natsURL, agentsDir, at, forkAgent, diff, diffRun, run, model string
-	json, redrive, fork                                                bool
+	json, redrive, fork, acceptContract                                bool
 }
 
 // flagError is a bad flag value, named.
@@ -139,6 +140,7 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		s.AcceptContractChange = o.acceptContract
 		rep, err := replay.Redrive(ctx, h, from, s)
 		if err != nil {
 			return err
@@ -198,6 +200,9 @@ func printRedrive(w io.Writer, rep *replay.Report, asJSON bool) error {
 		fmt.Fprintf(w, "DIVERGES at attempt %d, write %d (revision %d): %s\n  fields: %s\n  logged:    %.400s\n  re-driven: %.400s\n",
 			d.Attempt, d.Write, d.Revision, d.Reason, strings.Join(d.Fields, ", "), d.Logged, d.Redriven)
 		return nil
+	}
+	if rep.ContractChanged != "" {
+		fmt.Fprintf(w, "contract changed (accepted): %s\n", rep.ContractChanged)
 	}
 	if rep.Exact() {
 		fmt.Fprintln(w, "identical: the loop makes exactly the logged commits")

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -27,6 +28,12 @@ type Setup struct {
 	Budget       runtime.Budget
 	// Redactor as the host ran it; nil means none.
 	Redactor runtime.Redactor
+	// AcceptContractChange re-drives a log written under another contract
+	// (another definition version, or an older build whose contract hash
+	// covered less): the logged checkpoints' contract hash is replaced by
+	// this setup's before they are loaded or compared, and the report says
+	// so. Everything else must still match.
+	AcceptContractChange bool
 }
 
 // Divergence is where a re-driven write differs from the logged one.
@@ -57,6 +64,9 @@ type Report struct {
 	Logged int `json:"logged"`
 	// Divergence is the first difference; the re-drive stops there.
 	Divergence *Divergence `json:"divergence,omitempty"`
+	// ContractChanged names the logged and the re-driven contract hash
+	// when they differ and Setup.AcceptContractChange let it pass.
+	ContractChanged string `json:"contract_changed,omitempty"`
 	// Errors are how each attempt ended (nil: completed).
 	Errors []string `json:"errors,omitempty"`
 }
@@ -123,6 +133,16 @@ func (h *History) attempts(after uint64) [][]write {
 // the first difference.
 func Redrive(ctx context.Context, h *History, from int64, s Setup) (*Report, error) {
 	rep := &Report{RunID: h.RunID, From: from}
+	if s.AcceptContractChange && len(h.Commits) > 0 {
+		hash, err := ContractHash(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if old := h.Commits[0].Checkpoint.ContractHash; old != hash {
+			rep.ContractChanged = fmt.Sprintf("logged %.12s, now %.12s", old, hash)
+			h = h.withContract(hash)
+		}
+	}
 	st := &store{h: h}
 	var after uint64
 	if from > 0 {
@@ -201,6 +221,29 @@ func Redrive(ctx context.Context, h *History, from int64, s Setup) (*Report, err
 		}
 	}
 	return rep, nil
+}
+
+// withContract is a copy of h whose checkpoints carry contract hash.
+func (h *History) withContract(hash string) *History {
+	c := *h
+	c.Commits = make([]Commit, len(h.Commits))
+	for i, cm := range h.Commits {
+		cm.Checkpoint.ContractHash = hash
+		c.Commits[i] = cm
+	}
+	c.Events = make([]projections.Event, len(h.Events))
+	for i, e := range h.Events {
+		if e.Type == events.CheckpointCommitted {
+			if cp, err := e.Checkpoint(); err == nil {
+				cp.ContractHash = hash
+				if b, err := json.Marshal(events.Checkpoint{Checkpoint: *cp}); err == nil {
+					e.Data = b
+				}
+			}
+		}
+		c.Events[i] = e
+	}
+	return &c
 }
 
 func (w write) revision() int64 {
