@@ -210,7 +210,9 @@ func (r *Runner) handle(m jetstream.Msg) {
 	}
 	e, err := events.Decode(m.Data())
 	if err == nil && e.DataRef != nil {
-		err = Resolve(context.Background(), r.js, &e)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = Resolve(ctx, r.js, &e)
+		cancel()
 	}
 	r.mu.Lock()
 	if r.err != nil {
