@@ -23,6 +23,7 @@ type nodeOptions struct {
 	agentsDir string
 	data      string
 	natsURL   string
+	cluster   clusterOptions // serve only: see cluster.go
 	model     string
 	noSync    bool
 	logger    *slog.Logger
@@ -86,7 +87,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage, Replicas: o.cluster.replicaCount()})
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}
@@ -128,6 +129,9 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 			}
 		}
 	}
+	if err := o.cluster.configure(ctx, js, &cfg); err != nil {
+		return nil, err
+	}
 	node, err := actors.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -144,7 +148,14 @@ func connect(o nodeOptions) (*nats.Conn, func(), error) {
 		}
 		return nc, nc.Close, nil
 	}
-	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
+	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
+	if err != nil {
+		return nil, nil, err
+	}
+	if scfg.Cluster != nil {
+		return o.cluster.connectEmbedded(scfg, o)
+	}
+	srv, err := jetstream.StartServer(scfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -48,6 +48,7 @@ func serveCmd(args []string, stderr io.Writer) int {
 	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token of the default principal")
 	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
 	config := fs.String("config", env("CAIRN_CONFIG", ""), "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
+	o.cluster.flags(fs) // cluster.go
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,6 +57,10 @@ func serveCmd(args []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "node serve:", err)
 			return 2
 		}
+	}
+	if err := o.cluster.validate(o.natsURL); err != nil {
+		fmt.Fprintln(stderr, "node serve:", err)
+		return 2
 	}
 	o.tokens = parseTokens(os.Getenv("CAIRN_TOKENS"))
 	if *token != "" {
@@ -114,7 +119,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	}
 	m := newMetrics()
 	o.metrics = m
-	a, err := startApp(ctx, o.nodeOptions)
+	a, err := startMember(ctx, o.nodeOptions) // startApp, retried in a cluster (cluster.go)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/cluster"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// clusterOptions make `node serve` one member of a Cairn cluster: the
+// nodes share one NATS (each embedding a server that joins the others by
+// routes, or an external NATS cluster), keep their membership in a KV
+// bucket and place run actors among themselves by identity.
+type clusterOptions struct {
+	// enabled: join a Cairn cluster (implied by natsCluster).
+	enabled bool
+	// name of this node: its NATS server name (stable across restarts:
+	// the JetStream peer) and the prefix of its member IDs.
+	name string
+	// listen is the host:port of the member's actor remote (gRPC).
+	listen string
+	// advertise is the host other members dial, when it is not listen's.
+	advertise string
+	// natsCluster is the embedded NATS server's route listener; natsRoutes
+	// the other nodes' route listeners.
+	natsCluster, natsRoutes string
+	// natsListen is the embedded server's client listener ("" none: the
+	// node connects in-process).
+	natsListen string
+	// replicas of the stream and buckets; zero means 3 with an embedded
+	// cluster, else 1.
+	replicas int
+	// ttl of a membership entry and the heartbeat that refreshes it.
+	ttl, heartbeat time.Duration
+	// embedded is the clustered NATS server, started once and kept across
+	// start attempts (see startMember).
+	embedded *embedded
+}
+
+type embedded struct {
+	mu  sync.Mutex
+	srv *jetstream.Server
+	// release frees the boot lock a start attempt holds; nil when none.
+	release func()
+}
+
+func (c *clusterOptions) flags(fs *flag.FlagSet) {
+	c.embedded = &embedded{}
+	host, _ := os.Hostname()
+	fs.BoolVar(&c.enabled, "cluster", envBool("CAIRN_CLUSTER"), "join a Cairn cluster on the shared NATS (implied by --nats-cluster)")
+	fs.StringVar(&c.name, "node-name", env("CAIRN_NODE_NAME", sanitizeName(host)), "this node's name in the cluster (letters, digits, _ and -; stable across restarts)")
+	fs.StringVar(&c.listen, "cluster-listen", env("CAIRN_CLUSTER_LISTEN", "127.0.0.1:0"), "host:port of this member's actor remote")
+	fs.StringVar(&c.advertise, "cluster-advertise", env("CAIRN_CLUSTER_ADVERTISE", ""), "host other members dial, when it differs from --cluster-listen's")
+	fs.StringVar(&c.natsCluster, "nats-cluster", env("CAIRN_NATS_CLUSTER", ""), "host:port: the embedded NATS server joins a NATS cluster, listening for routes here")
+	fs.StringVar(&c.natsRoutes, "nats-routes", env("CAIRN_NATS_ROUTES", ""), "the other nodes' --nats-cluster addresses, comma-separated")
+	fs.StringVar(&c.natsListen, "nats-listen", env("CAIRN_NATS_LISTEN", ""), "host:port of the embedded NATS server's client listener (default: none, in-process only)")
+	fs.IntVar(&c.replicas, "replicas", envInt("CAIRN_REPLICAS", 0), "replicas of the run log and buckets: 1, 3 or 5 (default 3 with --nats-cluster, else 1)")
+	fs.DurationVar(&c.ttl, "member-ttl", envDuration("CAIRN_MEMBER_TTL", 10*time.Second), "a member that does not refresh its entry for this long is gone; its runs move")
+	fs.DurationVar(&c.heartbeat, "member-heartbeat", envDuration("CAIRN_MEMBER_HEARTBEAT", 0), "how often a member refreshes its entry (default a third of --member-ttl)")
+}
+
+// on reports whether this node joins a Cairn cluster.
+func (c clusterOptions) on() bool { return c.enabled || c.natsCluster != "" }
+
+func (c clusterOptions) replicaCount() int {
+	switch {
+	case c.replicas != 0:
+		return c.replicas
+	case c.natsCluster != "":
+		return 3
+	}
+	return 1
+}
+
+// validate names the flag at fault.
+func (c clusterOptions) validate(natsURL string) error {
+	if c.natsCluster != "" && natsURL != "" {
+		return errors.New("--nats-cluster embeds a NATS server; --nats uses an external one: set one of them")
+	}
+	if c.natsRoutes != "" && c.natsCluster == "" {
+		return errors.New("--nats-routes needs --nats-cluster (the embedded server's route listener)")
+	}
+	if r := c.replicas; r != 0 && r != 1 && r != 3 && r != 5 {
+		return fmt.Errorf("--replicas: %d, want 1, 3 or 5", r)
+	}
+	for flagName, addr := range map[string]string{"--nats-cluster": c.natsCluster, "--nats-listen": c.natsListen} {
+		if addr != "" {
+			if _, _, err := hostPort(addr); err != nil {
+				return fmt.Errorf("%s: %w", flagName, err)
+			}
+		}
+	}
+	if !c.on() {
+		return nil
+	}
+	if err := events.ValidID(c.name); err != nil {
+		return fmt.Errorf("--node-name: %q: letters, digits, _ and - only", c.name)
+	}
+	if _, _, err := hostPort(c.listen); err != nil {
+		return fmt.Errorf("--cluster-listen: %w", err)
+	}
+	if c.ttl < time.Second {
+		return fmt.Errorf("--member-ttl: %s, want at least 1s", c.ttl)
+	}
+	if c.heartbeat < 0 || (c.heartbeat != 0 && c.heartbeat >= c.ttl) {
+		return fmt.Errorf("--member-heartbeat: %s, want less than --member-ttl %s", c.heartbeat, c.ttl)
+	}
+	return nil
+}
+
+func hostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: want host:port", addr)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: bad port", addr)
+	}
+	return host, port, nil
+}
+
+// serverConfig adds the cluster's part to the embedded server's
+// configuration: its name, its route listener and routes, its client
+// listener.
+func (c clusterOptions) serverConfig(base jetstream.ServerConfig) (jetstream.ServerConfig, error) {
+	if c.natsListen != "" {
+		host, port, err := hostPort(c.natsListen)
+		if err != nil {
+			return base, fmt.Errorf("--nats-listen: %w", err)
+		}
+		base.Host, base.Port = host, port
+	}
+	if c.natsCluster == "" {
+		return base, nil
+	}
+	host, port, err := hostPort(c.natsCluster)
+	if err != nil {
+		return base, fmt.Errorf("--nats-cluster: %w", err)
+	}
+	var routes []string
+	for _, r := range strings.Split(c.natsRoutes, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if !strings.Contains(r, "://") {
+			r = "nats-route://" + r
+		}
+		routes = append(routes, r)
+	}
+	base.ServerName = c.name
+	base.Cluster = &jetstream.ClusterConfig{Name: "cairn", Host: host, Port: port, Routes: routes}
+	return base, nil
+}
+
+// connectEmbedded starts the clustered NATS server once (a retried start
+// reuses it), connects in-process and waits until JetStream can place the
+// log. The returned close leaves the server running: startMember's app
+// shuts it down last.
+func (c clusterOptions) connectEmbedded(scfg jetstream.ServerConfig, o nodeOptions) (*nats.Conn, func(), error) {
+	c.embedded.mu.Lock()
+	defer c.embedded.mu.Unlock()
+	if c.embedded.srv == nil {
+		srv, err := jetstream.StartServer(scfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.embedded.srv = srv
+	}
+	nc, err := c.embedded.srv.Connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.waitJetStream(context.Background(), nc, o); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	release, err := c.bootLock(context.Background(), nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	c.embedded.release = release
+	return nc, nc.Close, nil
+}
+
+// bootLock serializes the starts of the nodes: JetStream (2.15.3,
+// measured here) answers none of two concurrent creations of one stream
+// or bucket before the API timeout, and every node of a new cluster
+// creates the same ones at start. The lock is a fenced message on a small
+// stream (whose own creation is retried); a holder that died is ignored
+// after two minutes.
+func (c clusterOptions) bootLock(ctx context.Context, nc *nats.Conn) (func(), error) {
+	js, err := njs.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	const subject = "cairn_boot.lock"
+	deadline := time.Now().Add(5 * time.Minute)
+	var st njs.Stream
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err = js.CreateOrUpdateStream(cctx, njs.StreamConfig{Name: "CAIRN_BOOT", Subjects: []string{"cairn_boot.>"}, Storage: njs.MemoryStorage,
+			Replicas: c.replicaCount(), MaxMsgsPerSubject: 1})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("boot lock: stream: %w", err)
+		}
+		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+	}
+	for {
+		var seq uint64
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := st.GetLastMsgForSubject(cctx, subject)
+		switch {
+		case errors.Is(err, njs.ErrMsgNotFound):
+		case err != nil:
+			seq = ^uint64(0) // unknown: try again
+		case strings.HasPrefix(string(m.Data), "held ") && time.Since(m.Time) < 2*time.Minute:
+			seq = ^uint64(0) // held by another node
+		default:
+			seq = m.Sequence
+		}
+		if seq != ^uint64(0) {
+			_, err = js.Publish(cctx, subject, []byte("held "+c.name), njs.WithExpectLastSequencePerSubject(seq))
+			if err == nil {
+				cancel()
+				return func() {
+					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer rcancel()
+					_, _ = js.Publish(rctx, subject, []byte("free "+c.name))
+				}, nil
+			}
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("boot lock: not acquired in 5 minutes: %v", err)
+		}
+		time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
+	}
+}
+
+func (c clusterOptions) releaseBoot() {
+	c.embedded.mu.Lock()
+	release := c.embedded.release
+	c.embedded.release = nil
+	c.embedded.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+func (c clusterOptions) shutdownEmbedded() {
+	if c.embedded == nil {
+		return
+	}
+	c.embedded.mu.Lock()
+	defer c.embedded.mu.Unlock()
+	if c.embedded.srv != nil {
+		c.embedded.srv.Shutdown()
+		c.embedded.srv = nil
+	}
+}
+
+// startMember is startApp for a cluster member: the nodes start one at a
+// time (bootLock), and a start that failed anyway is tried again on the
+// same embedded server.
+func startMember(ctx context.Context, o nodeOptions) (*app, error) {
+	if !o.cluster.on() {
+		return startApp(ctx, o)
+	}
+	for attempt := 1; ; attempt++ {
+		a, err := startApp(ctx, o)
+		o.cluster.releaseBoot()
+		if err == nil {
+			inner := a.close
+			a.close = func() { inner(); o.cluster.shutdownEmbedded() }
+			return a, nil
+		}
+		if attempt == 6 || ctx.Err() != nil {
+			o.cluster.shutdownEmbedded()
+			return nil, err
+		}
+		if o.logger != nil {
+			o.logger.Warn("node start failed; trying again", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// waitJetStream waits until the NATS cluster can place a stream with the
+// log's replicas: a fresh cluster has no meta leader until a majority of
+// its servers run, and an R3 stream needs three.
+func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o nodeOptions) error {
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	probe := "CAIRN_PROBE_" + c.name
+	deadline := time.Now().Add(5 * time.Minute)
+	var logged time.Time
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.CreateOrUpdateStream(pctx, njs.StreamConfig{Name: probe, Subjects: []string{"cairn_probe." + c.name}, Replicas: c.replicaCount(), Storage: njs.MemoryStorage})
+		if err == nil {
+			_ = js.DeleteStream(pctx, probe)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("nats cluster: no room for %d replicas: %w", c.replicaCount(), err)
+		}
+		if o.logger != nil && time.Since(logged) > 5*time.Second {
+			o.logger.Info("waiting for the NATS cluster", "replicas", c.replicaCount(), "err", err)
+			logged = time.Now()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// configure makes the node a cluster member: the membership bucket, a KV
+// provider per member incarnation, the replicas of the log.
+func (c clusterOptions) configure(ctx context.Context, js njs.JetStream, cfg *actors.Config) error {
+	cfg.Store.Replicas = c.replicaCount()
+	if !c.on() {
+		return nil
+	}
+	kv, err := cluster.Bucket(ctx, js, cluster.BucketConfig{TTL: c.ttl, Replicas: c.replicaCount()})
+	if err != nil {
+		return err
+	}
+	host, port, err := hostPort(c.listen)
+	if err != nil {
+		return fmt.Errorf("--cluster-listen: %w", err)
+	}
+	logger := cfg.Logger
+	cfg.Cluster = &actors.ClusterConfig{Name: c.name, Host: host, Port: port, AdvertisedHost: c.advertise,
+		Provider: func() (pcluster.ClusterProvider, error) {
+			return cluster.NewProvider(cluster.Config{KV: kv, TTL: c.ttl, Heartbeat: c.heartbeat, Name: c.name, Logger: logger})
+		}}
+	// A node that dies takes its NATS server with it: a stream leader
+	// moves, and attempts fail for a few seconds meanwhile. Retry them for
+	// longer before a run is failed.
+	if cfg.MaxRetries == 0 {
+		cfg.MaxRetries = 10
+	}
+	return nil
+}
+
+// sanitizeName turns a host name into a node name.
+func sanitizeName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "node"
+	}
+	return b.String()
+}
+
+func envBool(key string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(key))
+	return v
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
