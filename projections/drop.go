@@ -25,8 +25,8 @@ func Drop(ctx context.Context, cfg Config, name string) error {
 	if err != nil {
 		return fmt.Errorf("projections: drop %s: %w", name, err)
 	}
-	if err := st.DeleteConsumer(ctx, "proj_"+name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("projections: drop %s: consumer: %w", name, err)
+	if err := deleteConsumers(ctx, st, name); err != nil {
+		return err
 	}
 	if cfg.StateBucket == "" {
 		return nil

@@ -13,6 +13,8 @@ import (
 type Follower struct {
 	p   Projection
 	seq uint64
+	// consumer is the runner's durable consumer, saved with the state.
+	consumer string
 }
 
 // NewFollower returns a follower of p at position 0 (p's state is
@@ -54,7 +56,7 @@ func (f *Follower) Save() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: %s: snapshot: %w", f.p.Name(), err)
 	}
-	return json.Marshal(state{Seq: f.seq, Snapshot: snap})
+	return json.Marshal(state{Seq: f.seq, Snapshot: snap, Consumer: f.consumer})
 }
 
 // Load restores a saved position and state.
@@ -66,6 +68,6 @@ func (f *Follower) Load(b []byte) error {
 	if err := f.p.Restore(s.Snapshot); err != nil {
 		return fmt.Errorf("projections: %s: restore: %w", f.p.Name(), err)
 	}
-	f.seq = s.Seq
+	f.seq, f.consumer = s.Seq, s.Consumer
 	return nil
 }

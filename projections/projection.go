@@ -79,4 +79,6 @@ func checkName(name string) error {
 type state struct {
 	Seq      uint64          `json:"seq"`
 	Snapshot json.RawMessage `json:"snapshot"`
+	// Consumer is the durable consumer positioned after Seq (the runner's).
+	Consumer string `json:"consumer,omitempty"`
 }

@@ -2,11 +2,13 @@ package projections
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,15 +132,18 @@ func (r *Runner) serverFilters() []string {
 	return []string{events.Prefix + ".>"}
 }
 
-// consumerName is the durable consumer of a projection.
-func consumerName(p Projection) string { return "proj_" + p.Name() }
+// consumerPrefix starts the names of a projection's durable consumers.
+func consumerPrefix(name string) string { return "proj_" + name + "_" }
 
-// durable restores the saved state and positions the projection's durable
-// consumer right after it. The consumer acknowledges each event after it is
-// applied, so after a clean Close its ack floor is the saved position and
-// it is reused; after a crash the ack floor may be ahead of the last saved
-// state, and the consumer is recreated at the saved position + 1: the
-// events in between are applied again to the older state, exactly once.
+// durable restores the saved state and positions a durable consumer right
+// after it. The consumer acknowledges each event after it is applied, so
+// after a clean Close its ack floor is the saved position and it is reused;
+// after a crash the ack floor may be ahead of the last saved state, and a
+// new consumer is created at the saved position + 1: the events in between
+// are applied again to the older state, exactly once. Each new consumer
+// gets a new name (start sequence and a random suffix), so an
+// acknowledgement still in flight for an earlier one can never acknowledge
+// an event the new one has not delivered.
 func (r *Runner) durable(ctx context.Context) (jetstream.Consumer, error) {
 	p := r.f.Projection()
 	var err error
@@ -157,17 +162,21 @@ func (r *Runner) durable(ctx context.Context) (jetstream.Consumer, error) {
 		}
 	}
 	seq := r.f.Seq()
-	name := consumerName(p)
 	filters := r.serverFilters()
-	if c, err := r.stream.Consumer(ctx, name); err == nil {
-		info, err := c.Info(ctx)
-		if err == nil && info.AckFloor.Stream == seq && info.NumAckPending == 0 && sameFilters(info.Config.FilterSubjects, filters) {
-			return c, nil
-		}
-		if err := r.stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, fmt.Errorf("projections: %s: reposition consumer: %w", p.Name(), err)
+	if name := r.f.consumer; name != "" {
+		if c, err := r.stream.Consumer(ctx, name); err == nil {
+			info, err := c.Info(ctx)
+			if err == nil && info.AckFloor.Stream == seq && info.NumAckPending == 0 && sameFilters(info.Config.FilterSubjects, filters) {
+				return c, nil
+			}
 		}
 	}
+	// Stale consumers of this projection (the last one, or one made by a
+	// start that crashed before saving its name) go.
+	if err := deleteConsumers(ctx, r.stream, p.Name()); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s%d_%s", consumerPrefix(p.Name()), seq+1, randomSuffix())
 	cc := jetstream.ConsumerConfig{Durable: name, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy, MaxAckPending: 4096, AckWait: 30 * time.Second}
 	if seq > 0 {
@@ -177,7 +186,35 @@ func (r *Runner) durable(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: %s: create consumer: %w", p.Name(), err)
 	}
+	r.f.consumer = name
+	r.dirty = true // the next save records the consumer's name
 	return c, nil
+}
+
+// deleteConsumers deletes every durable consumer of a projection.
+func deleteConsumers(ctx context.Context, st jetstream.Stream, name string) error {
+	names := st.ConsumerNames(ctx)
+	var stale []string
+	for n := range names.Name() {
+		if strings.HasPrefix(n, consumerPrefix(name)) {
+			stale = append(stale, n)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("projections: %s: list consumers: %w", name, err)
+	}
+	for _, n := range stale {
+		if err := st.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("projections: %s: delete consumer %s: %w", name, n, err)
+		}
+	}
+	return nil
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func sameFilters(a, b []string) bool {

@@ -52,6 +52,24 @@ func publishAll(t testing.TB, js njs.JetStream, log []projections.Event) {
 	}
 }
 
+// consumers lists the stream's durable consumers.
+func consumers(t *testing.T, js njs.JetStream) []string {
+	t.Helper()
+	st, err := js.Stream(context.Background(), "CAIRN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := st.ConsumerNames(context.Background())
+	var out []string
+	for n := range l.Name() {
+		out = append(out, n)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func catchUp(t *testing.T, r *projections.Runner) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -82,10 +100,15 @@ func TestRunnerResumesExactlyAndRebuildsEqual(t *testing.T) {
 			if err := r.Close(ctx); err != nil { // clean: saves
 				t.Fatal(err)
 			}
+			before := consumers(t, js)
 			publishAll(t, js, log[200:400])
 			r, err = projections.Start(ctx, cfg, mk())
 			if err != nil {
 				t.Fatal(err)
+			}
+			// A clean restart resumes the same durable consumer.
+			if after := consumers(t, js); len(before) != 1 || fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatalf("consumers before the restart %v, after %v", before, after)
 			}
 			catchUp(t, r)
 			if err := r.Save(ctx); err != nil {
