@@ -19,6 +19,7 @@ import (
 //	GET  /ui/runs/{run}             the page (static; it reads the bearer token from the URL fragment
 //	                                 #token=..., which browsers never send to the server)
 //	GET  /v1/runs/{run}/view        timeline, call tree and usage (?at=REV: up to a revision)
+//	GET  /v1/runs/{run}/transcript  the run's session: every message, its compactions, the current window
 //	POST /v1/runs/{run}/redrive     re-drive from {"at": REV} (0: the start) against the log
 //	POST /v1/runs/{run}/fork        fork at {"at": REV} into a new session and run it on this node
 //
@@ -34,6 +35,7 @@ func (x *api) registerWeb(mux *http.ServeMux) {
 		_, _ = w.Write([]byte(runPage))
 	})
 	mux.HandleFunc("GET /v1/runs/{run}/view", x.auth(x.view))
+	mux.HandleFunc("GET /v1/runs/{run}/transcript", x.auth(x.transcript))
 	mux.HandleFunc("POST /v1/runs/{run}/redrive", x.auth(x.redrive))
 	mux.HandleFunc("POST /v1/runs/{run}/fork", x.auth(x.fork))
 }
@@ -115,6 +117,21 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 	}
 	n, _ := t.Tree(h.RunID)
 	return n, nil
+}
+
+// transcript is the transcript view of the run's session, built by the
+// transcripts projection over the session's events.
+func (x *api) transcript(w http.ResponseWriter, r *http.Request, principal string) {
+	h, ok := x.history(w, r, principal)
+	if !ok {
+		return
+	}
+	t := projections.NewTranscripts(h.SessionID)
+	for _, e := range h.Events {
+		_ = t.Apply(e)
+	}
+	s, _ := t.Session(h.SessionID)
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": h.SessionID, "entries": s.Entries, "compactions": s.Compactions, "window": s.Window()})
 }
 
 type atRequest struct {

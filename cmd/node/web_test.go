@@ -36,6 +36,10 @@ func TestWebViewAPI(t *testing.T) {
 	if code, _ := call(t, "GET", base+"/v1/runs/"+run+"/view?at=last-99", "alice-token", ""); code != 400 {
 		t.Fatalf("view at a bad revision: %d", code)
 	}
+	code, tr := call(t, "GET", base+"/v1/runs/"+run+"/transcript", "alice-token", "")
+	if code != 200 || len(tr["entries"].([]any)) < 5 || len(tr["window"].([]any)) != len(tr["entries"].([]any)) {
+		t.Fatalf("transcript: %d %v", code, tr)
+	}
 	code, rd := call(t, "POST", base+"/v1/runs/"+run+"/redrive", "alice-token", `{"at":0}`)
 	if code != 200 || rd["exact"] != true {
 		t.Fatalf("redrive: %d %v", code, rd)
