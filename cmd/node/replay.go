@@ -223,7 +223,7 @@ func replaySetup(agentsDir, agent string) (replay.Setup, error) {
 // forkRun writes the fork, then starts a node on the same log that adopts
 // the forked run and runs it to its end (with --model, another model).
 func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, h *replay.History, at int64, o replayOptions, closeNATS func()) error {
-	store, err := jetstream.New(ctx, nc, jetstream.Config{Holder: "replay-fork", Now: time.Now})
+	store, err := logStore(ctx, nc, js, "replay-fork")
 	if err != nil {
 		return err
 	}
@@ -261,6 +261,17 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 	out, _ := json.Marshal(reply)
 	fmt.Fprintf(w, "forked run %s %s: %s\n", rec.RunID, st, out)
 	return nil
+}
+
+// logStore opens the store on the log as it is: with the stream's own
+// replica count (a clustered node's stream is R3), so the store's check of
+// the stream's configuration passes.
+func logStore(ctx context.Context, nc *nats.Conn, js njs.JetStream, holder string) (*jetstream.Store, error) {
+	st, err := js.Stream(ctx, "CAIRN")
+	if err != nil {
+		return nil, fmt.Errorf("stream CAIRN: %w", err)
+	}
+	return jetstream.New(ctx, nc, jetstream.Config{Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now})
 }
 
 func randomID() string {

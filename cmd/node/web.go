@@ -11,7 +11,6 @@ import (
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/runtime"
-	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // registerWeb adds the web view of a run to the node's HTTP API:
@@ -179,7 +178,7 @@ func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
 		writeError(w, http.StatusBadRequest, "invalid", "run: %s is a child run; fork its root", h.RunID)
 		return
 	}
-	store, err := jetstream.New(r.Context(), x.a.nc, jetstream.Config{Holder: "fork"})
+	store, err := logStore(r.Context(), x.a.nc, x.a.js, "fork")
 	if err != nil {
 		x.nodeError(w, err)
 		return
