@@ -304,7 +304,9 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 		return nil, err
 	}
 	id := fmt.Sprintf("%s.%s.lease.%d", sessionID, runID, epoch)
-	seq, err := h.publish(ctx, events.RunLease(sessionID, runID), ev, id)
+	// Through the committer: an activation's lease shares a batch, and a
+	// flush, with other runs' commits when many runs start at once.
+	seq, _, err := h.commit(ctx, events.RunLease(sessionID, runID), ev, id)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: open run %s: lease: %w", runID, err)
 	}
@@ -595,19 +597,10 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	return nil
 }
 
-// publish writes one event fenced against the session's last sequence and
-// resolves every ambiguous answer by reading the log. Callers hold h.mu
-// (or own h exclusively).
-func (h *RunStore) publish(ctx context.Context, subject string, ev events.Envelope, id string) (uint64, error) {
-	msg, err := h.message(ctx, subject, ev, id)
-	if err != nil {
-		return 0, err
-	}
-	return h.publishMsg(ctx, msg, id)
-}
-
-// commit is publish through the committer: a checkpoint commit may share
-// one atomic batch, and one flush, with other runs' commits.
+// commit writes one event fenced against the session's last sequence,
+// through the committer (it may share one atomic batch, and one flush,
+// with other runs' writes), and resolves every ambiguous answer by reading
+// the log. Callers hold h.mu (or own h exclusively).
 func (h *RunStore) commit(ctx context.Context, subject string, ev events.Envelope, id string) (uint64, string, error) {
 	msg, err := h.message(ctx, subject, ev, id)
 	if err != nil {
@@ -810,7 +803,7 @@ func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
 	b, _ := json.Marshal(c)
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.compact.%d.%s", h.session, h.run, h.epoch, h.rev, hex.EncodeToString(sum[:8]))
-	seq, err := h.publish(ctx, events.SessionCompactions(h.session), ev, id)
+	seq, _, err := h.commit(ctx, events.SessionCompactions(h.session), ev, id)
 	if err != nil {
 		return fmt.Errorf("jetstream: compact session %s: %w", h.session, err)
 	}
