@@ -148,3 +148,52 @@ func TestDiffStates(t *testing.T) {
 		}
 	}
 }
+
+// ContractHash is the hash a run of a setup commits; a fork given the hash
+// of another definition version resumes under that version.
+func TestForkOntoAnotherDefinition(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	sc := runtimetest.Scenarios()[0]
+	h, session := env.host(t, sc)
+	if _, err := h.Drive(10, nil); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := replay.ContractHash(ctx, setup(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same != orig.Commits[0].Checkpoint.ContractHash {
+		t.Fatalf("ContractHash = %.12s, the run committed %.12s", same, orig.Commits[0].Checkpoint.ContractHash)
+	}
+	v2 := setup(h)
+	v2.Definition.Instructions = "Plan, then answer briefly."
+	hash, err := replay.ContractHash(ctx, v2)
+	if err != nil || hash == same {
+		t.Fatalf("ContractHash of another definition = %.12s, %v", hash, err)
+	}
+	rec, err := replay.Fork(ctx, env.js, env.s, orig, replay.ForkOptions{SessionID: "fork-v2", RunID: "v2", At: 1, ContractHash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh := runtimetest.NewHost(t, env.s, sc.Steps...)
+	fh.Session, fh.Run, fh.Def = rec.SessionID, rec.RunID, v2.Definition
+	if _, err := fh.Drive(10, nil); err != nil {
+		t.Fatalf("the fork did not resume under the new definition: %v", err)
+	}
+	// A second fork onto v2 refuses to resume under the old definition
+	// (C9): the copied checkpoints carry v2's contract.
+	rec2, err := replay.Fork(ctx, env.js, env.s, orig, replay.ForkOptions{SessionID: "fork-v2b", RunID: "v2b", At: 1, ContractHash: hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := runtimetest.NewHost(t, env.s, sc.Steps...)
+	old.Session, old.Run = rec2.SessionID, rec2.RunID
+	if _, err := old.Attempt(); !errors.Is(err, runtime.ErrContractMismatch) {
+		t.Fatalf("resume under the old definition: %v, want ErrContractMismatch", err)
+	}
+}
