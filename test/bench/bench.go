@@ -507,7 +507,12 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 		return row{}, err
 	}
 	defer done()
-	s, err := jetstream.New(ctx, nc, jetstream.Config{})
+	var commits atomic.Int64
+	s, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: cfg.gc, OnCommit: func(ev jetstream.CommitEvent) {
+		if ev.Err == nil {
+			commits.Add(1)
+		}
+	}})
 	if err != nil {
 		return row{}, err
 	}
@@ -523,52 +528,61 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 	// A response of 10 calls, 10 steps: what a model does, not a stress test
 	// of a 100-call journal.
 	const perStep, nSteps = 10, 10
-	const calls = perStep * nSteps
+	const calls = perStep*nSteps + 1 // and complete
+	var steps []model.Response
+	for st := 0; st < nSteps; st++ {
+		parts := make([]model.Part, perStep)
+		for i := range parts {
+			parts[i] = model.Call(fmt.Sprintf("c%d-%d", st, i), "run_js", `{"code":"return 1"}`)
+		}
+		steps = append(steps, model.Reply(parts...))
+	}
+	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
 	r := row{scenario: "B2", what: "tool calls/s, one run (10 steps x 10 run_js)", target: 0.8, note: note}
 	for rep := 0; rep < cfg.reps; rep++ {
 		id := round.Add(1)
-		raw, err := load(cfg.duration, 1, func(int) (func(context.Context) error, error) {
-			return rawWriter(js, fmt.Sprintf("cairn.sess.rawb2%d.run.r.c.step", id)), nil
+		base, err := rawLoader(js, 1)
+		if err != nil {
+			return row{}, err
+		}
+		n := 0
+		cairn, err := newLoader(1, func(int) (func(context.Context) error, error) {
+			return func(ctx context.Context) error {
+				n++
+				h, err := s.Open(ctx, fmt.Sprintf("b2-%d-%d", id, n), "r")
+				if err != nil {
+					return err
+				}
+				host := runtimetest.NewHost(nil, nil, steps...)
+				in := host.Input(h)
+				in.ExecutorFactory = exec
+				in.Definition.Subagents, in.Subagents = nil, nil
+				in.Controller = &runtimetest.Controller{}
+				res, err := runtime.Run(ctx, in)
+				if err == nil && res.Reply == nil {
+					err = fmt.Errorf("b2 run: no reply")
+				}
+				return err
+			}, nil
 		})
 		if err != nil {
 			return row{}, err
 		}
-		var steps []model.Response
-		for st := 0; st < nSteps; st++ {
-			parts := make([]model.Part, perStep)
-			for i := range parts {
-				parts[i] = model.Call(fmt.Sprintf("c%d-%d", st, i), "run_js", `{"code":"return 1"}`)
-			}
-			steps = append(steps, model.Reply(parts...))
+		c0 := commits.Load()
+		st, raw, err := versus(cfg.duration, cairn, base)
+		if err != nil {
+			return row{}, err
 		}
-		steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
-		var total int
-		start := time.Now()
-		for time.Since(start) < cfg.duration {
-			h, err := s.Open(ctx, fmt.Sprintf("b2-%d-%d", id, total), "r")
-			if err != nil {
-				return row{}, err
-			}
-			host := runtimetest.NewHost(nil, nil, steps...)
-			in := host.Input(h)
-			in.ExecutorFactory = exec
-			in.Definition.Subagents, in.Subagents = nil, nil
-			in.Controller = &runtimetest.Controller{}
-			res, err := runtime.Run(ctx, in)
-			if err != nil || res.Reply == nil {
-				return row{}, fmt.Errorf("b2 run: %v", err)
-			}
-			total += calls + 1
-		}
-		rate := float64(total) / time.Since(start).Seconds()
-		// Commits per call: one per call (postresult merged with the next
-		// predispatch), plus the run's start and one response commit per
-		// step, spread over the calls (the completion is a call).
-		perCall := float64(calls+1+1+nSteps+1) / float64(calls+1)
-		base := raw.rate / perCall
-		r.ratio = append(r.ratio, rate/base)
+		runs := st.rate * st.elapsed.Seconds()
+		rate := st.rate * calls
+		// The commits a call needs, counted: one per call (its postresult
+		// merged with the next call's predispatch), plus the run's start
+		// and two per model step, spread over the calls.
+		perCall := float64(commits.Load()-c0) / (runs * calls)
+		baseline := raw.rate / perCall
+		r.ratio = append(r.ratio, rate/baseline)
 		r.cairn = fmt.Sprintf("%.0f calls/s", rate)
-		r.baseline = fmt.Sprintf("%.0f commits/s / %.2f = %.0f calls/s", raw.rate, perCall, base)
+		r.baseline = fmt.Sprintf("%.0f commits/s / %.2f commits per call = %.0f calls/s", raw.rate, perCall, baseline)
 	}
 	return r, nil
 }
