@@ -369,11 +369,11 @@ func (p *Provider) watchOnce(ctx context.Context) error {
 			continue
 		}
 		if initial {
-			apply(snapshot, e, p.log)
+			p.apply(snapshot, e)
 			continue
 		}
 		p.mu.Lock()
-		apply(p.members, e, p.log)
+		p.apply(p.members, e)
 		p.mu.Unlock()
 		if e.Key() == p.self.ID && e.Operation() != jetstream.KeyValuePut {
 			p.expel("watch: entry " + e.Operation().String())
@@ -383,29 +383,79 @@ func (p *Provider) watchOnce(ctx context.Context) error {
 	}
 }
 
-func apply(m map[string]entry, e jetstream.KeyValueEntry, log *slog.Logger) {
-	if e.Operation() != jetstream.KeyValuePut {
+// apply folds one bucket entry into a member list. An entry older than
+// twice the TTL is expired even without its marker: the server did not
+// expire it in time (a bucket replica that became leader after its old
+// leader died may expire the entry without writing the marker, or late).
+func (p *Provider) apply(m map[string]entry, e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut || (e.Key() != p.self.ID && time.Since(e.Created()) > 2*p.cfg.TTL) {
 		delete(m, e.Key())
 		return
 	}
 	var v entry
 	if err := json.Unmarshal(e.Value(), &v); err != nil || v.ID != e.Key() || v.Host == "" {
-		log.Warn("cluster: ignoring a malformed member entry", "key", e.Key(), "err", err)
+		p.log.Warn("cluster: ignoring a malformed member entry", "key", e.Key(), "err", err)
 		return
 	}
 	m[e.Key()] = v
+}
+
+// snapshot reads the whole bucket once. Expiry markers are how watchers
+// learn of an expiry, but one can be missing (see apply): a complete read
+// that no longer holds an entry, or holds it stale, is the bucket's word
+// too. A failed read changes nothing.
+func (p *Provider) snapshot(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.TTL)
+	defer cancel()
+	w, err := p.cfg.KV.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: snapshot: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	m := map[string]entry{}
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: snapshot: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("cluster: snapshot: watch ended")
+			}
+			if e != nil {
+				p.apply(m, e)
+				continue
+			}
+			p.mu.Lock()
+			if p.synced {
+				if own, ok := p.members[p.self.ID]; ok {
+					m[p.self.ID] = own // only the heartbeat decides about this member
+				}
+				p.members = m
+			}
+			p.mu.Unlock()
+			return nil
+		}
+	}
 }
 
 func (p *Provider) resync(ctx context.Context) {
 	defer p.loops.Done()
 	t := time.NewTicker(p.cfg.Resync)
 	defer t.Stop()
+	snap := time.NewTicker(p.cfg.TTL)
+	defer snap.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			p.push(true)
+		case <-snap.C:
+			if err := p.snapshot(ctx); err != nil {
+				p.log.Debug("cluster: snapshot failed; keeping the member list", "err", err)
+				continue
+			}
+			p.push(false)
 		}
 	}
 }

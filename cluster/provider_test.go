@@ -31,6 +31,7 @@ type faultyKV struct {
 	loseAck     bool // the next Update is stored but answers an error
 	failWatch   bool // WatchAll fails and running watches are cut
 	failGet     bool
+	dropMarkers bool // watches never deliver a delete or an expiry marker after their initial values
 	watchCancel []context.CancelFunc
 }
 
@@ -81,8 +82,38 @@ func (f *faultyKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (je
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f.watchCancel = append(f.watchCancel, cancel)
-	return f.KV.WatchAll(ctx, opts...)
+	w, err := f.KV.WatchAll(ctx, opts...)
+	if err != nil || !f.dropMarkers {
+		return w, err
+	}
+	return newMarkerless(w), nil
 }
+
+// markerless passes a watch on without the markers of its live updates, as
+// when the server expired an entry without writing its marker.
+type markerless struct {
+	jetstream.KeyWatcher
+	out chan jetstream.KeyValueEntry
+}
+
+func newMarkerless(w jetstream.KeyWatcher) *markerless {
+	m := &markerless{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry)}
+	go func() {
+		defer close(m.out)
+		live := false
+		for e := range w.Updates() {
+			if e == nil {
+				live = true
+			} else if live && e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			m.out <- e
+		}
+	}()
+	return m
+}
+
+func (m *markerless) Updates() <-chan jetstream.KeyValueEntry { return m.out }
 
 type member struct {
 	p    *cluster.Provider
@@ -236,6 +267,24 @@ func TestExpiryRemovesAMemberAndExpelsIt(t *testing.T) {
 	case <-a.p.Expelled():
 		t.Fatal("a was expelled")
 	default:
+	}
+}
+
+// An expiry whose marker never reaches the watch (seen when the bucket's
+// leader died) is still found by the periodic complete read.
+func TestExpiryWithoutMarkerRemovesAMember(t *testing.T) {
+	kv := bucket(t)
+	a, b, c := startMember(t, kv, "a"), startMember(t, kv, "b"), startMember(t, kv, "c")
+	for _, m := range []*member{a, b, c} {
+		eventually(t, "all three", func() bool { return sees(m, a, b, c) })
+	}
+	for _, m := range []*member{a, b} {
+		m.kv.set(func(f *faultyKV) { f.dropMarkers = true; f.failWatch = true })
+		m.kv.set(func(f *faultyKV) { f.failWatch = false }) // the watch restarts, markerless
+	}
+	c.kv.set(func(f *faultyKV) { f.failUpdate = true })
+	for _, m := range []*member{a, b} {
+		eventually(t, "c removed", func() bool { return sees(m, a, b) })
 	}
 }
 
