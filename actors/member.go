@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -82,6 +83,9 @@ type member struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	sweeps chan struct{}
+	// full asks the next sweep to wake every run this member owns, not
+	// only those whose owner is gone.
+	full atomic.Bool
 
 	mu      sync.Mutex
 	members map[string]*cluster.Member // the topology protoactor-go published last
@@ -178,7 +182,14 @@ func (m *member) onTopology(topo *cluster.ClusterTopology) {
 		}
 	}
 	m.mu.Unlock()
-	if len(topo.Left) > 0 {
+	if len(topo.Left) > 0 || len(topo.Joined) > 0 {
+		// A membership change is when a message can be lost: a member that
+		// was paused past its TTL may still have taken (and acknowledged)
+		// a completion for a run that another member now holds, parked.
+		// Every run whose owner moved or may have missed a message is
+		// woken; a parked run's attempt re-reads its durable state and
+		// parks again if nothing changed.
+		m.full.Store(true)
 		m.sweepSoon()
 	}
 }
@@ -248,7 +259,7 @@ func (n *Node) run(m *member) {
 		case <-tick:
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
-		if err := n.sweep(ctx, m, first); err != nil && m.ctx.Err() == nil {
+		if err := n.sweep(ctx, m, first, m.full.Swap(false)); err != nil && m.ctx.Err() == nil {
 			n.logger.Warn("actors: sweep", "member", m.id, "err", err)
 		}
 		cancel()
@@ -291,12 +302,13 @@ func (n *Node) rejoin(old *member) {
 }
 
 // sweep wakes every active run this member owns (by rendezvous on the
-// current topology) whose lease holder is not a member: runs of a member
-// that died, or of this node before a restart. A run that has no lease
+// current topology): all of them when full, else those that have no actor
+// here and whose lease holder is not a member (runs of a member that died,
+// or of this node before a restart). A run that has no lease
 // yet was created but never activated; it is woken by the member's first
 // sweep, and later ones once it is older than a wake takes to arrive (its
 // creator may have died before waking it).
-func (n *Node) sweep(ctx context.Context, m *member, first bool) error {
+func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	m.mu.Lock()
 	members := make(cluster.Members, 0, len(m.members))
 	live := make(map[string]bool, len(m.members))
@@ -340,6 +352,13 @@ func (n *Node) sweep(ctx context.Context, m *member, first bool) error {
 	}
 	woken := 0
 	for _, a := range mine {
+		if full {
+			// Local actors too: a parked one may be the run whose message
+			// the change lost.
+			woken++
+			n.wake(a.session, a.run, "recovered")
+			continue
+		}
 		m.mu.Lock()
 		here := m.local[identity(a.session, a.run)]
 		m.mu.Unlock()

@@ -306,6 +306,20 @@ func (c *testCluster) waitCompleted(i, want int) {
 			return
 		}
 		if time.Now().After(deadline) {
+			runs, _ := c.runs(i)
+			for _, r := range runs {
+				if r.Status != "completed" {
+					c.t.Logf("run %s is %s; the nodes' log lines about it:", r.RunID, r.Status)
+					for _, p := range c.nodes {
+						b, _ := os.ReadFile(p.logPath)
+						for _, line := range strings.Split(string(b), "\n") {
+							if strings.Contains(line, r.RunID) {
+								c.t.Logf("  %s: %.300s", p.name, line)
+							}
+						}
+					}
+				}
+			}
 			c.t.Fatalf("after 3 minutes: %d of %d runs completed, want %d", done, total, want)
 		}
 		time.Sleep(250 * time.Millisecond)
