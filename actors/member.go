@@ -69,6 +69,19 @@ type Expeller interface {
 	Expelled() <-chan struct{}
 }
 
+// Currenter is implemented by a cluster provider that knows whether this
+// member's membership is fresh: Current is false when it may already have
+// been removed by the others (a pause or a partition longer than the TTL),
+// and the member then routes no messages.
+type Currenter interface {
+	Current() bool
+}
+
+func (m *member) isCurrent() bool {
+	c, ok := m.provider.(Currenter)
+	return !ok || c.Current()
+}
+
 // member is one incarnation of this node in the protoactor-go cluster. Its
 // ID is the lease holder of every run it opens, so "the run's owner is
 // gone" is "the run's lease holder is not a member".

@@ -525,6 +525,14 @@ func (n *Node) wake(sessionID, runID, reason string) {
 func (n *Node) request(id string, msg any) bool {
 	delay := 50 * time.Millisecond
 	for attempt := 0; attempt < 12; attempt++ {
+		if m := n.current(); !m.isCurrent() {
+			// Possibly removed by the others already: its routing is not to
+			// be trusted (a message it delivered to itself would be lost
+			// with its actors). Wait until it is current or has rejoined.
+			time.Sleep(delay)
+			delay = min(2*delay, 2*time.Second)
+			continue
+		}
 		// A short timeout per try: after a member died, a cached PID or
 		// disthash's owner lookup waits out the whole timeout; protoactor
 		// drops the cached PID on a timeout, so the next try looks the

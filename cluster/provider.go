@@ -127,6 +127,7 @@ type Provider struct {
 
 	mu       sync.Mutex
 	rev      uint64
+	beat     time.Time        // the last time the entry was known refreshed
 	members  map[string]entry // the last complete list the bucket gave
 	synced   bool             // members holds a complete snapshot
 	stopping bool
@@ -182,7 +183,7 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 		return fmt.Errorf("cluster: create entry %s: %w", p.self.ID, err)
 	}
 	p.mu.Lock()
-	p.rev = rev
+	p.rev, p.beat = rev, time.Now()
 	p.mu.Unlock()
 	p.log.Info("cluster: member joined the bucket", "id", p.self.ID, "name", p.cfg.Name, "address", fmt.Sprintf("%s:%d", host, port))
 	p.loops.Add(3)
@@ -228,6 +229,17 @@ func (p *Provider) Shutdown(bool) error {
 // for good. The member's actors must stop and the node must join again as
 // a new member.
 func (p *Provider) Expelled() <-chan struct{} { return p.expelled }
+
+// Current reports whether this member's entry is known to have been
+// refreshed within the TTL. A member that is not current (it was paused,
+// or cut off from NATS) may already have been removed by the others, so
+// its view of who owns what is not to be acted on: it should neither
+// route nor acknowledge work until it is current again or expelled.
+func (p *Provider) Current() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.beat.IsZero() && time.Since(p.beat) < p.cfg.TTL
+}
 
 // Members returns the last complete member list the bucket gave, sorted by
 // ID (nil before the first complete read).
@@ -286,12 +298,13 @@ func (p *Provider) refresh(ctx context.Context) {
 	p.mu.Lock()
 	rev := p.rev
 	p.mu.Unlock()
+	sent := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Heartbeat)
 	defer cancel()
 	next, err := p.cfg.KV.Update(cctx, p.self.ID, p.value, rev)
 	if err == nil {
 		p.mu.Lock()
-		p.rev = next
+		p.rev, p.beat = next, sent
 		p.mu.Unlock()
 		return
 	}
@@ -311,7 +324,7 @@ func (p *Provider) refresh(ctx context.Context) {
 	switch {
 	case gerr == nil:
 		p.mu.Lock()
-		p.rev = e.Revision()
+		p.rev, p.beat = e.Revision(), e.Created()
 		p.mu.Unlock()
 	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
 		p.expel("heartbeat: entry gone")

@@ -250,6 +250,9 @@ func TestExpiryRemovesAMemberAndExpelsIt(t *testing.T) {
 	for _, m := range []*member{a, b} {
 		eventually(t, "c removed", func() bool { return sees(m, a, b) })
 	}
+	if c.p.Current() || !a.p.Current() {
+		t.Errorf("Current: c %v (its heartbeats failed for longer than the TTL), a %v", c.p.Current(), a.p.Current())
+	}
 	cID := c.c.ActorSystem.ID
 	for _, m := range []*member{a, b} {
 		if got := m.leftIDs(); len(got) != 1 || got[0] != cID {
