@@ -580,8 +580,10 @@ func (n *Node) startConsumer(ctx context.Context, stream jetstream.Stream) error
 		Durable:        "cairn_finished",
 		FilterSubjects: []string{events.AllCompletions, events.AllEnded},
 		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        30 * time.Second,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// A member that stops (or is paused) holds the completions it
+		// pulled until they are redelivered: keep that short.
+		AckWait:       10 * time.Second,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return fmt.Errorf("actors: completion consumer: %w", err)
