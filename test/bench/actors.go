@@ -303,46 +303,96 @@ func memory() (heap, rss uint64) {
 	return ms.HeapInuse, rssOf("/proc/self/status")
 }
 
-// b5: parked runs. A parked run waits (one-hour deadline) on a child whose
-// model call never returns, and its actor passivates. The child's blocked
-// attempt is not a parked run, so its cost is measured on its own first:
-// N root runs of the same child agent blocked in their model. The figure
-// is the heap a parked run adds beyond its blocked child, and that times
-// 100,000 against the 200 MB target. The server runs without SyncAlways to
-// make setup fast; memory does not depend on it. NATS runs in a process
-// of its own, as in a deployment with a NATS cluster: the node's figures
-// are the node's (an embedded server's caches and subject index would
-// otherwise be most of the growth), and the server's RSS is reported too.
-func b5(ctx context.Context, cfg config, n int) (row, error) {
+// chainModel drives the chain agent: a run with depth > 0 spawns a chain
+// of depth-1, waits for it (one-hour deadline) and completes; a run of
+// depth 0 blocks in its model call until ctx ends.
+type chainModel struct {
+	calls, leaves *atomic.Int64
+	never         <-chan struct{}
+}
+
+func (m chainModel) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	m.calls.Add(1)
+	var in struct{ Depth int }
+	if err := json.Unmarshal([]byte(req.Messages[0].Text()), &in); err != nil {
+		return nil, fmt.Errorf("chain input: %w", err)
+	}
+	if in.Depth == 0 {
+		m.leaves.Add(1)
+		select {
+		case <-m.never:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	last := ""
+	for _, msg := range req.Messages {
+		if msg.Role == model.RoleAssistant {
+			if calls := msg.ToolCalls(); len(calls) > 0 {
+				last = calls[0].Name
+			}
+		}
+	}
+	var r model.Response
+	switch last {
+	case "":
+		r = model.Reply(model.Call("a", "spawn_chain", fmt.Sprintf(`{"depth":%d}`, in.Depth-1)))
+	case "spawn_chain":
+		r = model.Reply(model.Call("w", "wait_calls", `{"ids":["a"],"timeout_seconds":3600}`))
+	default:
+		r = model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"done"}}`))
+	}
+	return &r, nil
+}
+
+// b5: parked runs. A parked run waits (one-hour deadline) on its child,
+// and its actor passivates. Runs are chains of depth chainDepth: every
+// run but the last parks on the next, and the last blocks in its model
+// call (something must be pending for the others to wait on). The cost of
+// a blocked leaf is measured on its own first (leaves alone) and
+// subtracted, so the figure is what a parked, passivated run costs the
+// node. NATS runs in a process of its own, as with a NATS cluster: an
+// embedded server's caches and subject index would otherwise be most of
+// the growth; its RSS is reported apart. NoSync: memory does not depend
+// on it, setup does.
+func b5(ctx context.Context, cfg config, parkedRuns int) (row, error) {
+	chainDepth := cfg.chain // parked runs per blocked leaf
+	if cfg.heapProfile != "" {
+		goruntime.MemProfileRate = 4096 // fine enough to attribute a few KB per run
+	}
+	chains := max(1, parkedRuns/chainDepth)
+	n := chains * chainDepth
 	nc, serverRSS, done, err := serverProcess()
 	if err != nil {
 		return row{}, err
 	}
 	defer done()
 	never := make(chan struct{})
-	var modelCalls atomic.Int64
-	var parkedN atomic.Int64
+	var calls, leaves, parkedN atomic.Int64
 	idle := time.Second
-	node, err := nodeSetup{
-		planner: &model.Scripted{Steps: []model.Response{
-			model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
-			model.Reply(model.Call("w", "wait_calls", `{"ids":["a"],"timeout_seconds":3600}`)),
-			model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"one"}}`)),
-		}},
-		worker: workerModel{gate: func(string) <-chan struct{} { return never }, calls: &modelCalls},
-		sink: func(r events.Run, ev runtime.SinkEvent) {
+	limits := runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}
+	chainSchema := `{"type":"object","required":["depth"],"properties":{"depth":{"type":"integer","minimum":0}},"additionalProperties":false}`
+	node, err := actors.Start(ctx, actors.Config{
+		Conn: nc, Store: jetstream.Config{GroupCommit: cfg.gc},
+		Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "chain", Instructions: "Chain.", InputSchema: json.RawMessage(chainSchema),
+			OutputSchema: json.RawMessage(outSchema), Subagents: []string{"chain"}}, Limits: limits, Budget: runtime.Budget{Steps: 1000, Timeout: 24 * time.Hour}}},
+		Model: func(runtime.AgentDefinition) (model.Model, error) {
+			return chainModel{calls: &calls, leaves: &leaves, never: never}, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
+		Sink: func(r events.Run, ev runtime.SinkEvent) {
 			if ev.Kind == runtime.SinkWaiting {
 				parkedN.Add(1)
 			}
 		},
-		idle: idle, store: jetstream.Config{GroupCommit: cfg.gc},
-	}.start(ctx, nc)
+		IdleTimeout: idle,
+	})
 	if err != nil {
 		return row{}, err
 	}
 	defer node.Close()
 	waitFor := func(what string, v *atomic.Int64, want int64) error {
-		deadline := time.Now().Add(30*time.Minute + time.Duration(n)*10*time.Millisecond)
+		deadline := time.Now().Add(10*time.Minute + time.Duration(n)*10*time.Millisecond)
 		for v.Load() < want {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("b5: %s: %d of %d", what, v.Load(), want)
@@ -351,19 +401,19 @@ func b5(ctx context.Context, cfg config, n int) (row, error) {
 		}
 		return nil
 	}
-	start := func(agent, msg string) error {
+	start := func(count, depth int) error {
 		sem := make(chan struct{}, 256)
 		var firstErr atomic.Value
 		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
+		for i := 0; i < count; i++ {
 			sem <- struct{}{}
 			wg.Add(1)
-			go func(i int) {
+			go func() {
 				defer func() { <-sem; wg.Done() }()
-				if _, _, err := node.Run(ctx, agent, fmt.Sprintf(msg, i)); err != nil {
+				if _, _, err := node.Run(ctx, "chain", fmt.Sprintf(`{"depth":%d}`, depth)); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 				}
-			}(i)
+			}()
 		}
 		wg.Wait()
 		if err, _ := firstErr.Load().(error); err != nil {
@@ -373,11 +423,11 @@ func b5(ctx context.Context, cfg config, n int) (row, error) {
 	}
 	t0 := time.Now()
 	heap0, rss0 := memory()
-	// Phase 1: n blocked children alone.
-	if err := start("worker", `{"n":%d}`); err != nil {
+	// Phase 1: blocked leaves alone.
+	if err := start(chains, 0); err != nil {
 		return row{}, err
 	}
-	if err := waitFor("blocked workers", &modelCalls, int64(n)); err != nil {
+	if err := waitFor("blocked leaves", &leaves, int64(chains)); err != nil {
 		return row{}, err
 	}
 	time.Sleep(3 * idle)
@@ -385,28 +435,28 @@ func b5(ctx context.Context, cfg config, n int) (row, error) {
 	if err := writeHeapProfile(cfg.heapProfile, ".base"); err != nil {
 		return row{}, err
 	}
-	// Phase 2: n parked parents, each with a blocked child.
-	if err := start("planner", "Park %d."); err != nil {
+	// Phase 2: chains of chainDepth parked runs, each over a blocked leaf.
+	if err := start(chains, chainDepth); err != nil {
 		return row{}, err
 	}
-	if err := waitFor("parked parents", &parkedN, int64(n)); err != nil {
+	if err := waitFor("parked runs", &parkedN, int64(n)); err != nil {
 		return row{}, err
 	}
-	if err := waitFor("blocked children", &modelCalls, int64(2*n)); err != nil {
+	if err := waitFor("blocked leaves", &leaves, int64(2*chains)); err != nil {
 		return row{}, err
 	}
-	time.Sleep(3 * idle) // parents' actors passivate
+	time.Sleep(3*idle + 5*time.Second) // the parked runs' actors passivate; requests time out (3 s)
 	heap2, rss2 := memory()
 	if err := writeHeapProfile(cfg.heapProfile, ""); err != nil {
 		return row{}, err
 	}
 	// Signed: a small run can see the heap shrink between phases.
-	blocked := (float64(heap1) - float64(heap0)) / float64(n)
-	perParked := ((float64(heap2) - float64(heap1)) - (float64(heap1) - float64(heap0))) / float64(n)
+	leaf := (float64(heap1) - float64(heap0)) / float64(chains)
+	perParked := ((float64(heap2) - float64(heap1)) - leaf*float64(chains)) / float64(n)
 	at100k := perParked * 100000 / (1 << 20)
-	return row{scenario: "B5", what: fmt.Sprintf("parked runs: heap per parked, passivated run (%d parked)", n),
+	return row{scenario: "B5", what: fmt.Sprintf("parked runs: heap per parked, passivated run (%d parked over %d blocked leaves)", n, chains),
 		cairn:    fmt.Sprintf("%.0f B per parked run = %.0f MB at 100,000", perParked, at100k),
-		baseline: fmt.Sprintf("target 200 MB at 100,000; a blocked child attempt costs %.0f B; node RSS %d / %d / %d MB (start / +blocked / +parked); NATS server RSS %d MB; setup %s", blocked, rss0>>20, rss1>>20, rss2>>20, serverRSS()>>20, time.Since(t0).Round(time.Second)),
+		baseline: fmt.Sprintf("target 200 MB at 100,000; a blocked leaf attempt costs %.0f B; node RSS %d / %d / %d MB (start / +leaves / +parked); NATS server RSS %d MB; setup %s", leaf, rss0>>20, rss1>>20, rss2>>20, serverRSS()>>20, time.Since(t0).Round(time.Second)),
 		ratio:    []float64{200 / max(at100k, 0.001)}, target: 1, note: "ratio = 200 MB / projected MB at 100,000"}, nil
 }
 

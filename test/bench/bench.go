@@ -54,6 +54,8 @@ type config struct {
 	b7Runs int
 	// heapProfile: where B5 writes a heap profile of its parked runs.
 	heapProfile string
+	// chain: B5's parked runs per blocked leaf.
+	chain int
 }
 
 type row struct {
@@ -76,6 +78,7 @@ func main() {
 	b8Events := flag.Int("b8-events", 100, "B8: events per run")
 	heapProfile := flag.String("heapprofile", "", "B5: write a heap profile of the parked runs to this file")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	chain := flag.Int("chain", 10, "B5: parked runs per blocked leaf (each chain parks on one run blocked in its model)")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
 	var gc jetstream.GroupCommit
 	flag.StringVar((*string)(&gc.Mode), "gc-mode", "", "group commit mode: adaptive (default), single or batch")
@@ -84,7 +87,7 @@ func main() {
 	flag.IntVar(&gc.MaxBatch, "gc-max", 0, "group commit: largest batch (0: default)")
 	flag.IntVar(&gc.MaxInflight, "gc-inflight", 0, "group commit: batches in flight (0: default)")
 	flag.Parse()
-	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, b7Runs: *b7Runs, heapProfile: *heapProfile}
+	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, b7Runs: *b7Runs, heapProfile: *heapProfile, chain: *chain}
 	for _, s := range strings.Split(*scen, ",") {
 		cfg.scenarios[strings.ToUpper(strings.TrimSpace(s))] = true
 	}
@@ -135,7 +138,7 @@ func ints(flagName, list string) ([]int, error) {
 // smokeConfig is a run small enough for CI that still drives every
 // scenario's whole path.
 func smokeConfig(scenarios map[string]bool) config {
-	return config{duration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, b8Runs: 10, b8Events: 10, b7Runs: 10}
+	return config{duration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, chain: 10, b8Runs: 10, b8Events: 10, b7Runs: 10}
 }
 
 func run(ctx context.Context, cfg config) ([]row, error) {
