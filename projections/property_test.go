@@ -95,6 +95,7 @@ func genLog(rng *rand.Rand, n int) []projections.Event {
 				r.step++
 				cp.Step, cp.Phase = r.step, runtime.PhaseCalls
 				cp.ResponseID = fmt.Sprintf("%s-%d-0", key, r.rev)
+				cp.Usage = &model.Usage{InputTokens: int64(rng.IntN(5000)), OutputTokens: int64(rng.IntN(500))}
 				msg := model.Message{ID: cp.ResponseID, Role: model.RoleAssistant}
 				r.calls = nil
 				for i := 0; i < 1+rng.IntN(3); i++ {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime/model"
 )
 
 // RunUsage is what one run used, as the log records it.
@@ -23,13 +24,17 @@ type RunUsage struct {
 	Compactions int `json:"compactions"`
 	// Attempts are the leases taken on the run (1 + restarts).
 	Attempts int `json:"attempts"`
+	// Tokens are what the provider reported for the committed responses
+	// (each response commit carries its usage).
+	Tokens model.Usage `json:"tokens"`
 }
 
-// Usage is the usage read model: steps, commits, calls, compactions and
-// attempts per run, rolled up per root run. Tokens are not in the log:
-// the node records them in its budget ledger (a KV entry per root run), not
-// in an event, so this model counts what the log can prove and the ledger
-// stays the source of token totals.
+// Usage is the usage read model: steps, commits, calls, compactions,
+// attempts and tokens per run, rolled up per root run. Tokens here are
+// those of committed responses, as the log proves them; the node's budget
+// ledger (a KV entry per root, recorded before the commit, C34) also
+// counts a response lost to a crash before its commit and compaction
+// summaries, so it can be higher, and it is what budgets are charged on.
 type Usage struct {
 	mu   sync.RWMutex
 	runs map[string]*RunUsage
@@ -81,6 +86,9 @@ func (u *Usage) Apply(e Event) error {
 		}
 		r := u.run(e.RunID)
 		r.Commits++
+		if cp.Usage != nil {
+			r.Tokens = r.Tokens.Add(*cp.Usage)
+		}
 		if cp.Step > r.Steps {
 			r.Steps = cp.Step
 		}
@@ -131,13 +139,14 @@ func (u *Usage) Run(runID string) (RunUsage, bool) {
 
 // RootUsage is a root run's usage with all its descendants.
 type RootUsage struct {
-	RootRunID   string   `json:"root_run_id"`
-	Runs        []string `json:"runs"`
-	Steps       int      `json:"steps"`
-	Commits     int      `json:"commits"`
-	ToolCalls   int      `json:"tool_calls"`
-	Compactions int      `json:"compactions"`
-	Attempts    int      `json:"attempts"`
+	RootRunID   string      `json:"root_run_id"`
+	Runs        []string    `json:"runs"`
+	Steps       int         `json:"steps"`
+	Commits     int         `json:"commits"`
+	ToolCalls   int         `json:"tool_calls"`
+	Compactions int         `json:"compactions"`
+	Attempts    int         `json:"attempts"`
+	Tokens      model.Usage `json:"tokens"`
 }
 
 // Root rolls up every run that draws on root's budget.
@@ -155,6 +164,7 @@ func (u *Usage) Root(root string) RootUsage {
 		out.ToolCalls += r.ToolCalls
 		out.Compactions += r.Compactions
 		out.Attempts += r.Attempts
+		out.Tokens = out.Tokens.Add(r.Tokens)
 	}
 	sort.Strings(out.Runs)
 	return out

@@ -61,6 +61,12 @@ type Checkpoint struct {
 	Reply       *Reply   `json:"reply,omitempty"`
 	// Append is the transcript payload of this revision's commit (C12, C14).
 	Append []model.Message `json:"append,omitempty"`
+	// Usage is what the provider reported for the response this revision
+	// commits; set on response commits only, like Append it belongs to this
+	// revision and is not carried forward. The host's budget ledger is the
+	// authority on spending (C34); this makes tokens readable from the log
+	// (usage read models, replay).
+	Usage *model.Usage `json:"usage,omitempty"`
 }
 
 // CallRecord is one journaled call.
@@ -82,5 +88,6 @@ func (cp *Checkpoint) clone() *Checkpoint {
 	c.Calls = append([]CallRecord(nil), cp.Calls...)
 	c.UsedCallIDs = append([]string(nil), cp.UsedCallIDs...)
 	c.Append = nil
+	c.Usage = nil
 	return &c
 }

@@ -525,3 +525,32 @@ func TestDrainStopsAtACommitBoundary(t *testing.T) {
 		t.Fatal("a call ran twice or not at all")
 	}
 }
+
+// C34: the usage a provider reports travels with the response's commit
+// (readable from the log by usage read models and replay), on that commit
+// only: a later commit carrying it again would count it twice.
+func TestC34_ResponseUsageIsCommittedWithItsResponseOnly(t *testing.T) {
+	first := calls(call("c1", "run_js", `{"code":"return 1"}`))
+	first.Usage = model.Usage{InputTokens: 120, OutputTokens: 7}
+	last := calls(completeOutput("c2", "x"))
+	last.Usage = model.Usage{InputTokens: 150, OutputTokens: 9, ReasoningTokens: 3}
+	e := newEnv(t, first, last)
+	var rs *recStore
+	res, err := recAttempt(e, &rs)
+	mustComplete(t, res, err)
+	var got []model.Usage
+	for _, cp := range rs.saved {
+		response := len(cp.Append) > 0 && cp.Append[0].Role == model.RoleAssistant
+		switch {
+		case response && cp.Usage == nil:
+			t.Fatalf("rev %d commits a response without its usage", cp.Revision)
+		case !response && cp.Usage != nil:
+			t.Fatalf("rev %d carries usage %+v but commits no response", cp.Revision, *cp.Usage)
+		case response:
+			got = append(got, *cp.Usage)
+		}
+	}
+	if want := []model.Usage{first.Usage, last.Usage}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed usage %v, want %v", got, want)
+	}
+}

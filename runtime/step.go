@@ -54,6 +54,10 @@ func (r *runner) modelStep(ctx context.Context) error {
 	next.Step++
 	next.ResponseID = messageID(next.RunKey, r.cp.Revision+1, 0)
 	next.Append = []model.Message{msg}
+	if resp.Usage != (model.Usage{}) {
+		u := resp.Usage
+		next.Usage = &u
+	}
 	next.Calls = nil
 	if len(calls) == 0 {
 		next.Phase = PhaseModel

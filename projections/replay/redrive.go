@@ -451,7 +451,11 @@ func (m *recordedModel) Generate(ctx context.Context, req model.Request) (*model
 		if cp.Step == step && len(cp.Append) > 0 && cp.Append[0].ID == cp.ResponseID && cp.Append[0].Role == model.RoleAssistant {
 			msg := cp.Append[0]
 			msg.ID = ""
-			return &model.Response{Message: msg}, nil
+			resp := &model.Response{Message: msg}
+			if cp.Usage != nil {
+				resp.Usage = *cp.Usage
+			}
+			return resp, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: the response of step %d", ErrNotRecorded, step)
