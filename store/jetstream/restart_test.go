@@ -125,6 +125,9 @@ func kill9(t *testing.T, mode jetstream.CommitMode, writers int) {
 			t.Fatal(err)
 		}
 		got, err := h.LoadCheckpoint(context.Background())
+		if err == nil && got == nil && acked[w] == 0 {
+			got = &runtime.Checkpoint{} // a writer the kill caught before its first acknowledgement
+		}
 		if err != nil || got == nil || got.Revision < acked[w] {
 			t.Fatalf("writer %d after kill -9: checkpoint %+v, %v; revision %d was acknowledged", w, got, err, acked[w])
 		}
