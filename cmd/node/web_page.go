@@ -16,7 +16,7 @@ ol#timeline{list-style:none;padding:0;margin:0} ol#timeline li{padding:.25em .4e
 .rev{color:#888;font-family:monospace;margin-right:.5em} .kind{font-weight:600;margin-right:.5em}
 .kind-model{border-color:#4a7bd0!important} .kind-result{border-color:#3a9a5b!important} .kind-call{border-color:#c9a227!important}
 .kind-child{border-color:#9a4ad0!important} .kind-completed{border-color:#111!important} .kind-attempt{border-color:#d04a4a!important} .kind-ended{border-color:#d04a4a!important}
-ul.tree{list-style:none;padding-left:1.2em} ul.tree li{margin:.2em 0} .run{font-weight:600}
+ul.tree{list-style:none;padding-left:1.2em} ul.tree li{margin:.2em 0;overflow-wrap:anywhere} .run{font-weight:600}
 .state-done{color:#2a7a45} .state-error,.state-unknown{color:#b33} .state-dispatching,.state-pending{color:#a80} .state-skipped{color:#888}
 .actions{margin:1em 0;display:flex;gap:.5em;align-items:center;flex-wrap:wrap} #status{color:#555} pre#report{background:#fff;border:1px solid #ddd;padding:.5em;white-space:pre-wrap}
 </style></head><body>
@@ -78,7 +78,7 @@ async function refresh() {
   const tree = $("tree"); tree.replaceChildren();
   if (v.tree && v.tree.run_id) { const ul = el("ul", "tree"); ul.appendChild(renderTree(v.tree)); tree.appendChild(ul); }
   const u = v.usage || {};
-  $("usage").textContent = (u.steps || 0) + " model steps · " + (u.calls || 0) + " calls · " + (u.commits || 0) + " commits · " + (u.attempts || 0) + " attempts";
+  $("usage").textContent = (u.steps || 0) + " model steps · " + (u.calls || 0) + " calls · " + (u.commits || 0) + " commits · " + (u.attempts || 0) + " attempts · " + ((u.tokens || {}).input_tokens || 0) + " input + " + ((u.tokens || {}).output_tokens || 0) + " output tokens";
   document.body.dataset.rendered = String(v.timeline.length);
 }
 async function follow() {

@@ -11,6 +11,7 @@ import (
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
 	"github.com/cairn-agents/cairn/store/faults"
 	"github.com/cairn-agents/cairn/store/jetstream"
@@ -175,5 +176,38 @@ func TestRedriveWrongContract(t *testing.T) {
 	// checkpoint's contract is checked.
 	if _, err := replay.Redrive(ctx, hist, hist.Last()-1, s); err == nil {
 		t.Fatal("re-drive with another definition did not fail")
+	}
+}
+
+// The usage each response commit carries is served back by the re-drive
+// (else the re-driven commits would differ from the logged ones) and
+// summed by the history's budget.
+func TestRedriveServesUsageAndBudgetCountsIt(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	sc := runtimetest.Scenarios()[0]
+	sc.Steps = append([]model.Response(nil), sc.Steps...)
+	var want model.Usage
+	for i := range sc.Steps {
+		sc.Steps[i].Usage = model.Usage{InputTokens: int64(100 * (i + 1)), OutputTokens: int64(10 * (i + 1))}
+		want = want.Add(sc.Steps[i].Usage)
+	}
+	h, session := env.host(t, sc)
+	if _, err := h.Drive(10, nil); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hist.Usage(0).Tokens; got != want {
+		t.Fatalf("budget tokens %+v, want %+v", got, want)
+	}
+	rep, err := replay.Redrive(ctx, hist, 0, setup(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() {
+		t.Fatalf("re-drive of a log with usage differs: %+v", rep.Divergence)
 	}
 }

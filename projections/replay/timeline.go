@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
 )
 
 // Entry is one line of a run's timeline.
@@ -191,10 +192,14 @@ type Budget struct {
 	Commits  int `json:"commits"`
 	Attempts int `json:"attempts"`
 	Calls    int `json:"calls"`
+	// Tokens of the committed responses (each response commit carries
+	// its provider's usage); the node's budget ledger also counts
+	// responses lost to a crash and compaction summaries.
+	Tokens model.Usage `json:"tokens"`
 }
 
-// Usage counts steps, commits, attempts and calls up to revision upTo (0:
-// all). Tokens are not in the log (the node's budget ledger has them).
+// Usage counts steps, commits, attempts, calls and the committed
+// responses' tokens up to revision upTo (0: all).
 func (h *History) Usage(upTo int64) Budget {
 	var b Budget
 	for _, e := range h.Timeline(upTo) {
@@ -211,6 +216,9 @@ func (h *History) Usage(upTo int64) Budget {
 		}
 		b.Commits++
 		b.Steps = c.Checkpoint.Step
+		if c.Checkpoint.Usage != nil {
+			b.Tokens = b.Tokens.Add(*c.Checkpoint.Usage)
+		}
 	}
 	return b
 }
@@ -231,5 +239,5 @@ func Print(w io.Writer, h *History, upTo int64) {
 		fmt.Fprintf(w, "%s %s  %-10s %s\n", rev, e.Time.Format("15:04:05.000"), e.Kind, strings.ReplaceAll(e.Text, "\n", " ⏎ "))
 	}
 	b := h.Usage(upTo)
-	fmt.Fprintf(w, "budget: %d steps, %d calls, %d commits, %d attempts (tokens: see the node's ledger)\n", b.Steps, b.Calls, b.Commits, b.Attempts)
+	fmt.Fprintf(w, "budget: %d steps, %d calls, %d commits, %d attempts, %d input + %d output tokens (committed responses)\n", b.Steps, b.Calls, b.Commits, b.Attempts, b.Tokens.InputTokens, b.Tokens.OutputTokens)
 }
