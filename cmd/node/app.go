@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -26,9 +28,11 @@ type nodeOptions struct {
 	cluster   clusterOptions // serve only: see cluster.go
 	model     string
 	noSync    bool
-	logger    *slog.Logger
-	sink      func(events.Run, runtime.SinkEvent)
-	metrics   *metrics
+	// groupCommit is how the store groups commits (--group-commit).
+	groupCommit commitMode
+	logger      *slog.Logger
+	sink        func(events.Run, runtime.SinkEvent)
+	metrics     *metrics
 	// mcpServers is the file of MCP servers whose tools are capabilities
 	// (capabilities/mcp); empty means none.
 	mcpServers string
@@ -118,6 +122,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		Capabilities: caps, BackendFor: route, Executors: executors,
 		Redactor: runtime.Secrets(secrets()), Sink: o.sink, Logger: o.logger,
 	}
+	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
 	if o.metrics != nil {
 		cfg.Store.OnCommit = o.metrics.commit
 		cfg.Store.OnBatch = o.metrics.batch
@@ -165,4 +170,37 @@ func connect(o nodeOptions) (*nats.Conn, func(), error) {
 		return nil, nil, err
 	}
 	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+}
+
+// commitMode is the --group-commit flag (CAIRN_GROUP_COMMIT): adaptive (the
+// default), single (any JetStream server; atomic batches need nats-server
+// 2.12+) or batch.
+type commitMode jetstream.CommitMode
+
+func (m *commitMode) String() string {
+	if m == nil || *m == "" {
+		return string(jetstream.CommitAdaptive)
+	}
+	return string(*m)
+}
+
+func (m *commitMode) Set(s string) error {
+	switch jetstream.CommitMode(s) {
+	case jetstream.CommitAdaptive, jetstream.CommitSingle, jetstream.CommitBatch:
+		*m = commitMode(s)
+		return nil
+	}
+	return fmt.Errorf("%q: want adaptive, single or batch", s)
+}
+
+// groupCommitFlag registers --group-commit on fs, defaulting to
+// CAIRN_GROUP_COMMIT.
+func groupCommitFlag(fs *flag.FlagSet, m *commitMode) error {
+	fs.Var(m, "group-commit", "how commits are grouped: adaptive (one by one while few are in flight, atomic batches when many runs commit at once), single (one by one: any JetStream server), batch")
+	if v := os.Getenv("CAIRN_GROUP_COMMIT"); v != "" {
+		if err := m.Set(v); err != nil {
+			return fmt.Errorf("CAIRN_GROUP_COMMIT: %w", err)
+		}
+	}
+	return nil
 }

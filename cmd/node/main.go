@@ -67,6 +67,9 @@ run flags:
                   else each agent file's own model, the offline scripts in examples/)
   --nosync        embedded server without SyncAlways (faster; acknowledged commits can be
                   lost on power failure)
+  --group-commit MODE  adaptive (default: one by one while few commits are in flight, atomic
+                  batches when many runs commit at once), single (any JetStream server), batch
+                  (also on serve and mcp; CAIRN_GROUP_COMMIT)
   --json          print the result as JSON only
   --mcp-servers FILE   MCP servers whose tools are capabilities (also on serve and mcp)
 `)

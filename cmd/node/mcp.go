@@ -296,6 +296,10 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
 	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "model for every agent")
 	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
+	if err := groupCommitFlag(fs, &o.groupCommit); err != nil {
+		fmt.Fprintln(stderr, "node mcp:", err)
+		return 2
+	}
 	fs.StringVar(&o.mcpServers, "mcp-servers", env("CAIRN_MCP_SERVERS", ""), "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
 	config := fs.String("config", env("CAIRN_CONFIG", ""), "configuration file (YAML or JSON); flags and CAIRN_* variables override it")

@@ -27,6 +27,11 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	modelFlag := fs.String("model", "", "model for every agent")
 	resume := fs.String("resume", "", "continue this run")
 	noSync := fs.Bool("nosync", false, "embedded server without SyncAlways")
+	var gc commitMode
+	if err := groupCommitFlag(fs, &gc); err != nil {
+		fmt.Fprintln(stderr, "node run:", err)
+		return 2
+	}
 	asJSON := fs.Bool("json", false, "print the result as JSON only")
 	mcpServers := fs.String("mcp-servers", os.Getenv("CAIRN_MCP_SERVERS"), "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	if err := fs.Parse(args); err != nil {
@@ -40,7 +45,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, runOptions{file: rest[0], task: strings.Join(rest[1:], " "), data: *data, natsURL: *natsURL,
-		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers}, stdout)
+		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers, groupCommit: gc}, stdout)
 	var interrupted *interruptedError
 	switch {
 	case errors.As(err, &interrupted):
@@ -57,6 +62,7 @@ type runOptions struct {
 	file, task, data, natsURL, model, resume string
 	noSync, json                             bool
 	mcpServers                               string
+	groupCommit                              commitMode
 }
 
 type interruptedError struct{ run string }
@@ -65,7 +71,7 @@ func (e *interruptedError) Error() string { return "interrupted" }
 
 func run(ctx context.Context, o runOptions, out io.Writer) error {
 	p := &progress{out: out, quiet: o.json}
-	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers,
+	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit,
 		sink: p.emit, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err

@@ -43,6 +43,10 @@ func serveCmd(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
 	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "model for every agent")
 	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
+	if err := groupCommitFlag(fs, &o.groupCommit); err != nil {
+		fmt.Fprintln(stderr, "node serve:", err)
+		return 2
+	}
 	fs.StringVar(&o.listen, "listen", env("CAIRN_LISTEN", "127.0.0.1:8700"), "HTTP address")
 	fs.StringVar(&o.mcpServers, "mcp-servers", env("CAIRN_MCP_SERVERS", ""), "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token of the default principal")
