@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,7 +33,7 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	id := roundID()
+	id := round.Add(1)
 	sessions := make([]string, runs)
 	handles := make([]runtime.Store, runs)
 	for i := range sessions {
@@ -48,22 +47,12 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 	}
 	t0 := time.Now()
 	for rev := int64(1); rev < int64(perRun); rev++ { // the lease is the first event
-		var wg sync.WaitGroup
-		errs := make(chan error, runs)
-		for i, h := range handles {
-			wg.Add(1)
-			go func(i int, h runtime.Store) {
-				defer wg.Done()
-				errs <- h.SaveCheckpoint(ctx, &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
-					Append: []model.Message{model.TextMessage(fmt.Sprintf("k-%d-0", rev), model.RoleUser, "a message of a busy stream")}})
-			}(i, h)
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				return row{}, fmt.Errorf("b8 setup: %w", err)
-			}
+		err := inParallel(runs, runs, func(i int) error {
+			return handles[i].SaveCheckpoint(ctx, &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
+				Append: []model.Message{model.TextMessage(fmt.Sprintf("k-%d-0", rev), model.RoleUser, "a message of a busy stream")}})
+		})
+		if err != nil {
+			return row{}, fmt.Errorf("b8 setup: %w", err)
 		}
 	}
 	setup := time.Since(t0)
@@ -95,7 +84,7 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 	base, err := newLoader(1, func(int) (func(context.Context) error, error) {
 		return func(ctx context.Context) error {
 			sess := pick()
-			n, last, err := directGetAll(ctx, nc, "CAIRN", events.SessionAll(sess))
+			n, err := directGetAll(ctx, nc, "CAIRN", events.SessionAll(sess))
 			if err != nil {
 				return err
 			}
@@ -109,7 +98,6 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 			if err == nil {
 				fences[subj] = ack.Sequence
 			}
-			_ = last
 			return err
 		}, nil
 	})
@@ -131,12 +119,12 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 }
 
 // directGetAll reads every message on filter with batched direct gets (no
-// consumer) and returns how many there were and the last sequence.
-func directGetAll(ctx context.Context, nc *nats.Conn, stream, filter string) (int, uint64, error) {
+// consumer) and returns how many there were.
+func directGetAll(ctx context.Context, nc *nats.Conn, stream, filter string) (int, error) {
 	inbox := nats.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer sub.Unsubscribe()
 	var n int
@@ -145,12 +133,12 @@ func directGetAll(ctx context.Context, nc *nats.Conn, stream, filter string) (in
 	for {
 		req, _ := json.Marshal(map[string]any{"batch": 1000, "next_by_subj": filter, "seq": seq})
 		if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		for {
 			m, err := sub.NextMsgWithContext(ctx)
 			if err != nil {
-				return 0, 0, err
+				return 0, err
 			}
 			switch m.Header.Get("Status") {
 			case "":
@@ -158,15 +146,15 @@ func directGetAll(ctx context.Context, nc *nats.Conn, stream, filter string) (in
 				last, _ = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 				continue
 			case "404":
-				return n, last, nil
+				return n, nil
 			case "204":
 				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
 				if pending == 0 {
-					return n, last, nil
+					return n, nil
 				}
 				seq = last + 1
 			default:
-				return 0, 0, fmt.Errorf("direct get: status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+				return 0, fmt.Errorf("direct get: status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
 			}
 			break
 		}

@@ -279,7 +279,7 @@ func b4(ctx context.Context, cfg config) (row, error) {
 	}
 	slices.Sort(lat)
 	raw, err := load(cfg.duration/4+time.Millisecond, 1, func(int) (func(context.Context) error, error) {
-		return rawWriter(js, fmt.Sprintf("cairn.sess.rawb4%d.run.r.c.step", roundID())), nil
+		return rawWriter(js, fmt.Sprintf("cairn.sess.rawb4%d.run.r.c.step", round.Add(1))), nil
 	})
 	if err != nil {
 		return row{}, err
@@ -291,7 +291,26 @@ func b4(ctx context.Context, cfg config) (row, error) {
 		ratio:    []float64{float64(raw.p50) / float64(p50)}, note: "SyncAlways; the push path is a consumer delivery, an activation (lease write) and a commit; ratio = one commit's p50 / push p50"}, nil
 }
 
-func roundID() int64 { return round.Add(1) }
+// inParallel calls fn(0..n-1) with at most width calls at a time and
+// returns the first error.
+func inParallel(n, width int, fn func(i int) error) error {
+	sem := make(chan struct{}, width)
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				firstErr.CompareAndSwap(nil, err)
+			}
+		}()
+	}
+	wg.Wait()
+	err, _ := firstErr.Load().(error)
+	return err
+}
 
 // memory returns the heap in use after two collections and the process's
 // resident set.
@@ -402,24 +421,10 @@ func b5(ctx context.Context, cfg config, parkedRuns int) (row, error) {
 		return nil
 	}
 	start := func(count, depth int) error {
-		sem := make(chan struct{}, 256)
-		var firstErr atomic.Value
-		var wg sync.WaitGroup
-		for i := 0; i < count; i++ {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				if _, _, err := node.Run(ctx, "chain", fmt.Sprintf(`{"depth":%d}`, depth)); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}()
-		}
-		wg.Wait()
-		if err, _ := firstErr.Load().(error); err != nil {
+		return inParallel(count, 256, func(int) error {
+			_, _, err := node.Run(ctx, "chain", fmt.Sprintf(`{"depth":%d}`, depth))
 			return err
-		}
-		return nil
+		})
 	}
 	t0 := time.Now()
 	heap0, rss0 := memory()
@@ -487,26 +492,15 @@ func b7(ctx context.Context, cfg config, runs int) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	sem := make(chan struct{}, 128)
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	for i := 0; i < runs; i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			sess, run, err := node.Run(ctx, "calc", "Compute.")
-			if err == nil {
-				_, _, err = node.Result(ctx, sess, run)
-			}
-			if err != nil {
-				firstErr.CompareAndSwap(nil, err)
-			}
-		}()
-	}
-	wg.Wait()
+	err = inParallel(runs, 128, func(int) error {
+		sess, run, err := node.Run(ctx, "calc", "Compute.")
+		if err == nil {
+			_, _, err = node.Result(ctx, sess, run)
+		}
+		return err
+	})
 	node.Close()
-	if err, _ := firstErr.Load().(error); err != nil {
+	if err != nil {
 		return row{}, err
 	}
 	js, _ := njs.New(nc)
