@@ -172,8 +172,12 @@ func (c *committer) commit(ctx context.Context, msg *nats.Msg, id, fence string,
 	// The caller waits for its batch however long it takes (bounded by
 	// batchTimeout): it owns the run's state and must know the outcome.
 	<-p.done
-	if p.fallback == nil {
+	switch p.fallback {
+	case nil:
 		return p.stored, "batch", nil
+	case errSmallGroup: // never batched: a single publish, as documented
+		stored, err := single()
+		return stored, "single", err
 	}
 	c.s.log.Debug("jetstream: batch fell back", "msg_id", id, "err", p.fallback)
 	stored, err := single()
