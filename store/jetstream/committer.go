@@ -137,7 +137,7 @@ type pending struct {
 // lives in it while nothing is waiting: whoever finds a free batch slot
 // sends the next batch.
 type committer struct {
-	s       *Store
+	w       *Writer
 	cfg     GroupCommit
 	active  atomic.Int64
 	prefix  string
@@ -148,14 +148,14 @@ type committer struct {
 	inflight int
 }
 
-func newCommitter(s *Store, cfg GroupCommit) *committer {
+func newCommitter(w *Writer, cfg GroupCommit) *committer {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &committer{s: s, cfg: cfg, prefix: hex.EncodeToString(b[:]) + "-"}
+	return &committer{w: w, cfg: cfg, prefix: hex.EncodeToString(b[:]) + "-"}
 }
 
-// commit publishes msg fenced on fence at seq with Msg-Id id and returns
-// its stream sequence and how it was published. single is the one-by-one
+// commit publishes msg fenced on fence at seq (unfenced when fence is "")
+// with Msg-Id id and returns its stream sequence and how it was published. single is the one-by-one
 // path with its retries and lost-acknowledgement settling.
 func (c *committer) commit(ctx context.Context, msg *nats.Msg, id, fence string, seq uint64, single func() (uint64, error)) (uint64, string, error) {
 	n := c.active.Add(1)
@@ -179,7 +179,7 @@ func (c *committer) commit(ctx context.Context, msg *nats.Msg, id, fence string,
 		stored, err := single()
 		return stored, "single", err
 	}
-	c.s.log.Debug("jetstream: batch fell back", "msg_id", id, "err", p.fallback)
+	c.w.log.Debug("jetstream: batch fell back", "msg_id", id, "err", p.fallback)
 	stored, err := single()
 	return stored, "fallback", err
 }
@@ -210,8 +210,12 @@ func (c *committer) takeLocked() []*pending {
 	seen := make(map[string]bool, cap(batch))
 	rest := c.queue[:0]
 	for _, p := range c.queue {
-		if len(batch) < c.cfg.MaxBatch && !seen[p.fence] {
-			seen[p.fence] = true
+		key := p.fence
+		if key == "" { // unfenced: one write per subject keeps a subject's writes in order
+			key = p.msg.Subject
+		}
+		if len(batch) < c.cfg.MaxBatch && !seen[key] {
+			seen[key] = true
 			batch = append(batch, p)
 		} else {
 			rest = append(rest, p)
@@ -240,8 +244,8 @@ func (c *committer) send(batch []*pending) {
 	}
 	start := time.Now()
 	last, err := c.publishBatch(batch)
-	if c.s.cfg.OnBatch != nil {
-		c.s.cfg.OnBatch(BatchEvent{Size: len(batch), Duration: time.Since(start), Err: err})
+	if c.w.onBatch != nil {
+		c.w.onBatch(BatchEvent{Size: len(batch), Duration: time.Since(start), Err: err})
 	}
 	for i, p := range batch {
 		if err != nil {
@@ -283,19 +287,21 @@ func (c *committer) publishBatch(batch []*pending) (uint64, error) {
 			m.Header[k] = v
 		}
 		m.Header.Set(jetstream.MsgIDHeader, p.id)
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(p.seq, 10))
-		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, p.fence)
+		if p.fence != "" {
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(p.seq, 10))
+			m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, p.fence)
+		}
 		m.Header.Set("Nats-Batch-Id", id)
 		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
 		if i < len(batch)-1 {
-			if err = c.s.batchPublish(m); err != nil {
+			if err = c.w.batchPublish(m); err != nil {
 				return 0, fmt.Errorf("batch %s: message %d: %w", id, i+1, err)
 			}
 			continue
 		}
 		m.Header.Set("Nats-Batch-Commit", "1")
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-		reply, err = c.s.batchRequest(ctx, m)
+		reply, err = c.w.batchRequest(ctx, m)
 		cancel()
 	}
 	if err != nil {

@@ -20,3 +20,11 @@ type BatchRequestFunc = func(ctx context.Context, msg *nats.Msg) (*nats.Msg, err
 func WrapBatchRequest(s *Store, wrap func(BatchRequestFunc) BatchRequestFunc) {
 	s.batchRequest = wrap(s.batchRequest)
 }
+
+// WrapWriterPublish replaces a Writer's single-publish path with wrap(original).
+func WrapWriterPublish(w *Writer, wrap func(PublishFunc) PublishFunc) { w.publishMsg = wrap(w.publishMsg) }
+
+// WrapWriterBatchRequest replaces a Writer's batch commit with wrap(original).
+func WrapWriterBatchRequest(w *Writer, wrap func(BatchRequestFunc) BatchRequestFunc) {
+	w.batchRequest = wrap(w.batchRequest)
+}

@@ -89,21 +89,13 @@ var (
 
 // Store opens run stores on one stream.
 type Store struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream jetstream.Stream
-	blobs  jetstream.ObjectStore
-	log    *slog.Logger
+	// Every write to the log goes through the Writer: checkpoint commits,
+	// leases and compactions here, run records through Write.
+	*Writer
+	cfg   Config
+	blobs jetstream.ObjectStore
 	// maxInline is the largest body kept inline in an event.
 	maxInline int
-	// publishMsg is js.PublishMsg; tests replace it to lose acknowledgements.
-	publishMsg func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
-	// batchPublish and batchRequest send a batch's messages and its commit
-	// (nc.PublishMsg, nc.RequestMsgWithContext); tests replace them.
-	batchPublish func(msg *nats.Msg) error
-	batchRequest func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
-	commits      *committer
 }
 
 const blobBucket = "CAIRN_BLOBS"
@@ -137,19 +129,18 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err := cfg.GroupCommit.defaults(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Store{cfg: cfg, nc: nc, js: js, log: log, publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext}
-	s.commits = newCommitter(s, cfg.GroupCommit)
-	if s.stream, err = ensureStream(ctx, js, streamConfig(cfg)); err != nil {
+	st, err := ensureStream(ctx, js, streamConfig(cfg))
+	if err != nil {
 		return nil, err
 	}
+	s := &Store{cfg: cfg, Writer: newWriter(nc, js, st, WriterConfig{
+		Stream: cfg.Stream, Replicas: cfg.Replicas, Retries: cfg.Retries, Backoff: cfg.Backoff,
+		Logger: cfg.Logger, GroupCommit: cfg.GroupCommit, OnBatch: cfg.OnBatch,
+	})}
 	s.blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: object store %s: %w", blobBucket, err)
@@ -345,87 +336,6 @@ func (s *Store) runCompleted(ctx context.Context, sessionID, runID string) (bool
 		return false, err
 	}
 	return cp.Reply != nil, nil
-}
-
-// last returns the last message on subject (wildcards allowed), nil when
-// there is none. On a replicated stream it asks the leader: a direct get
-// may be answered by a follower that is behind, and every caller of last
-// decides something (a fence, a revision, a lost acknowledgement) from it.
-// A single-replica stream answers direct gets from its only copy.
-func (s *Store) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	var err error
-	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
-		var m *jetstream.RawStreamMsg
-		if s.cfg.Replicas > 1 {
-			m, err = s.lastFromLeader(ctx, subject)
-		} else {
-			m, err = s.stream.GetLastMsgForSubject(ctx, subject)
-		}
-		if err == nil {
-			return m, nil
-		}
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, nil
-		}
-		if !transient(err) || ctx.Err() != nil {
-			break
-		}
-		if werr := s.sleep(ctx, attempt); werr != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("jetstream: read last of %s: %w", subject, err)
-}
-
-// lastFromLeader reads through the stream leader's message-get API.
-func (s *Store) lastFromLeader(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := s.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req)
-	if err != nil {
-		return nil, err
-	}
-	var r struct {
-		Message *struct {
-			Subject  string    `json:"subject"`
-			Sequence uint64    `json:"seq"`
-			Header   []byte    `json:"hdrs"`
-			Data     []byte    `json:"data"`
-			Time     time.Time `json:"time"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("message get: %w", err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, jetstream.ErrMsgNotFound
-		}
-		return nil, r.Error
-	}
-	if r.Message == nil {
-		return nil, fmt.Errorf("message get: empty answer")
-	}
-	m := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
-	if len(r.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
-			return nil, fmt.Errorf("message get: headers: %w", err)
-		}
-	}
-	return m, nil
-}
-
-func (s *Store) sleep(ctx context.Context, attempt int) error {
-	t := time.NewTimer(s.cfg.Backoff << attempt)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // transient reports errors after which a retry may succeed and the outcome
@@ -633,41 +543,9 @@ func (h *RunStore) message(ctx context.Context, subject string, ev events.Envelo
 // publishMsg is the single-publish path: one fenced publish, retried on
 // transient errors, every ambiguous answer settled by reading the log.
 func (h *RunStore) publishMsg(ctx context.Context, msg *nats.Msg, id string) (uint64, error) {
-	s := h.s
-	subject := msg.Subject
-	fence := events.SessionAll(h.session)
-	for attempt := 0; ; attempt++ {
-		ack, err := s.publishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(h.seq, fence), jetstream.WithMsgID(id))
-		if err == nil {
-			return ack.Sequence, nil
-		}
-		switch {
-		case conflict(err):
-			// Either another writer got in, or an earlier try of this very
-			// message was stored and its acknowledgement lost (R1 answers a
-			// retry with 10071, not duplicate): the log decides.
-			return h.settle(ctx, id, err)
-		case transient(err) && attempt < s.cfg.Retries && ctx.Err() == nil:
-			s.log.Debug("jetstream: publish retry", "subject", subject, "msg_id", id, "attempt", attempt, "err", err)
-			if werr := s.sleep(ctx, attempt); werr != nil {
-				return 0, fmt.Errorf("jetstream: publish %s: %w (then %v)", id, err, werr)
-			}
-			last, rerr := s.last(ctx, fence)
-			if rerr != nil {
-				continue
-			}
-			if last != nil && last.Header.Get(jetstream.MsgIDHeader) == id {
-				return last.Sequence, nil
-			}
-			if last != nil && last.Sequence != h.seq {
-				return h.settle(ctx, id, err)
-			}
-		default:
-			// Unknown outcome: the caller's attempt stops and recovery
-			// loads durable state (C8).
-			return 0, fmt.Errorf("jetstream: publish %s: %w", id, err)
-		}
-	}
+	return h.s.publish(ctx, msg, id, events.SessionAll(h.session), h.seq, func(ctx context.Context, cause error) (uint64, error) {
+		return h.settle(ctx, id, cause)
+	})
 }
 
 // settle decides a write the server refused: committed (our Msg-Id is the
@@ -813,14 +691,6 @@ func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
 		h.ids[m.ID] = true
 	}
 	return nil
-}
-
-// Last returns the last message on subject (wildcards allowed), nil when
-// there is none; on a replicated stream it reads from the stream leader.
-// Readers of the log outside the store (the node's run records) use it so
-// that their decisions rest on the same reads as the store's.
-func (s *Store) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	return s.last(ctx, subject)
 }
 
 // LastCheckpoint decodes the last checkpoint commit on subject, resolving

@@ -1,0 +1,293 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// Stream is the stream written to; it must exist. Required.
+	Stream string
+	// Replicas of the stream: above 1, the last message of a subject is
+	// read from the leader (a follower may be behind). Zero means 1.
+	Replicas int
+	// Retries of a publish after a transient error; zero means 5.
+	Retries int
+	// Backoff is the first retry delay, doubled each time; zero means 20ms.
+	Backoff time.Duration
+	// Logger receives retry and conflict diagnostics; nil discards them.
+	Logger *slog.Logger
+	// GroupCommit configures how concurrent writes are grouped into atomic
+	// batches (default: adaptive).
+	GroupCommit GroupCommit
+	// OnBatch, when set, observes every atomic batch (metrics).
+	OnBatch func(BatchEvent)
+}
+
+// Writer writes messages to one stream exactly once, each optionally
+// fenced on the last sequence of a subject, through a committer: while
+// few writes are in flight each is published on its own; when many are,
+// they share atomic batches (one flush for all). Every ambiguous answer (a
+// lost acknowledgement, a refused batch) is settled by reading the fence
+// subject's last message and comparing Msg-Ids, so a caller learns its own
+// true outcome and nothing is stored twice. The Store writes its run log
+// through one; Cairn's KV buckets (budgets, active runs) through others,
+// so that their writes are group-committed too.
+type Writer struct {
+	name     string
+	replicas int
+	retries  int
+	backoff  time.Duration
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	log      *slog.Logger
+	onBatch  func(BatchEvent)
+	// publishMsg is js.PublishMsg; tests replace it to lose acknowledgements.
+	publishMsg func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	// batchPublish and batchRequest send a batch's messages and its commit
+	// (nc.PublishMsg, nc.RequestMsgWithContext); tests replace them.
+	batchPublish func(msg *nats.Msg) error
+	batchRequest func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
+	commits      *committer
+}
+
+// NewWriter returns a Writer on an existing stream. Unless GroupCommit's
+// mode is single, it switches atomic batch publish on for the stream
+// (nats-server 2.12+; it changes nothing stored).
+func NewWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig) (*Writer, error) {
+	if nc == nil {
+		return nil, errors.New("jetstream: NewWriter: nil connection")
+	}
+	if cfg.Stream == "" {
+		return nil, errors.New("jetstream: WriterConfig.Stream: empty, want the name of an existing stream")
+	}
+	if cfg.Replicas < 0 || cfg.Retries < 0 || cfg.Backoff < 0 {
+		return nil, fmt.Errorf("jetstream: WriterConfig: Replicas %d, Retries %d, Backoff %s: must not be negative", cfg.Replicas, cfg.Retries, cfg.Backoff)
+	}
+	if err := cfg.GroupCommit.defaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: writer: stream %s: %w", cfg.Stream, err)
+	}
+	got := st.CachedInfo().Config
+	if got.PersistMode != jetstream.DefaultPersistMode {
+		return nil, fmt.Errorf("%w: stream %s: persist_mode is async: acknowledged writes could be lost", ErrStreamMismatch, cfg.Stream)
+	}
+	if cfg.GroupCommit.Mode != CommitSingle && !got.AllowAtomicPublish {
+		got.AllowAtomicPublish = true
+		if st, err = js.UpdateStream(ctx, got); err != nil {
+			return nil, fmt.Errorf("jetstream: stream %s: enabling atomic batch publish for group commit (needs nats-server 2.12+; GroupCommit.Mode single works without it): %w", cfg.Stream, err)
+		}
+	}
+	return newWriter(nc, js, st, cfg), nil
+}
+
+// newWriter fills in defaults; the stream is known to suit.
+func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg WriterConfig) *Writer {
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 5
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 20 * time.Millisecond
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{
+		name: cfg.Stream, replicas: cfg.Replicas, retries: cfg.Retries, backoff: cfg.Backoff,
+		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch,
+		publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
+	}
+	w.commits = newCommitter(w, cfg.GroupCommit)
+	return w
+}
+
+// Write stores msg once, with Msg-Id id, and returns its stream sequence.
+// With a fence subject it is stored only if the last message on fence
+// (wildcards allowed) has sequence expect (0: no message yet); otherwise
+// it fails with an error that wraps runtime.ErrConflict. A retry of the
+// same write (same id) after an error that left the outcome unknown
+// returns the sequence it was stored at, within the stream's duplicate
+// window. msg's headers are kept; Write adds its own.
+func (w *Writer) Write(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64) (uint64, error) {
+	switch {
+	case msg == nil:
+		return 0, errors.New("jetstream: write: nil message")
+	case msg.Subject == "":
+		return 0, fmt.Errorf("jetstream: write %s: message subject is empty", id)
+	case id == "":
+		return 0, fmt.Errorf("jetstream: write to %s: id is empty, want a Msg-Id unique to this write", msg.Subject)
+	case fence == "" && expect != 0:
+		return 0, fmt.Errorf("jetstream: write %s: expect %d without a fence subject", id, expect)
+	}
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	settle := func(ctx context.Context, cause error) (uint64, error) {
+		last, err := w.last(ctx, fence)
+		if err != nil {
+			return 0, fmt.Errorf("jetstream: write %s: %v; then: %w", id, cause, err)
+		}
+		if last != nil && last.Header.Get(jetstream.MsgIDHeader) == id {
+			return last.Sequence, nil
+		}
+		return 0, fmt.Errorf("jetstream: write %s: %s moved on (expected last sequence %d): %w", id, fence, expect, runtime.ErrConflict)
+	}
+	seq, _, err := w.commits.commit(ctx, msg, id, fence, expect, func() (uint64, error) {
+		return w.publish(ctx, msg, id, fence, expect, settle)
+	})
+	return seq, err
+}
+
+// publish is the single-publish path: one publish, retried on transient
+// errors; a fenced one has every ambiguous answer settled by settle, which
+// reads the log.
+func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64, settle func(context.Context, error) (uint64, error)) (uint64, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
+	if fence != "" {
+		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect, fence))
+	}
+	for attempt := 0; ; attempt++ {
+		ack, err := w.publishMsg(ctx, msg, opts...)
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		switch {
+		case fence != "" && conflict(err):
+			// Either another writer got in, or an earlier try of this very
+			// message was stored and its acknowledgement lost (R1 answers a
+			// retry with 10071, not duplicate): the log decides.
+			return settle(ctx, err)
+		case transient(err) && attempt < w.retries && ctx.Err() == nil:
+			w.log.Debug("jetstream: publish retry", "subject", msg.Subject, "msg_id", id, "attempt", attempt, "err", err)
+			if werr := w.sleep(ctx, attempt); werr != nil {
+				return 0, fmt.Errorf("jetstream: publish %s: %w (then %v)", id, err, werr)
+			}
+			if fence == "" {
+				continue // the Msg-Id makes the retry safe: a stored one is answered as a duplicate
+			}
+			last, rerr := w.last(ctx, fence)
+			if rerr != nil {
+				continue
+			}
+			if last != nil && last.Header.Get(jetstream.MsgIDHeader) == id {
+				return last.Sequence, nil
+			}
+			if last != nil && last.Sequence != expect {
+				return settle(ctx, err)
+			}
+		default:
+			// Unknown outcome: the caller decides (a run's attempt stops and
+			// recovery loads durable state, C8).
+			return 0, fmt.Errorf("jetstream: publish %s: %w", id, err)
+		}
+	}
+}
+
+// Last returns the last message on subject (wildcards allowed), nil when
+// there is none, read from the stream leader when replicated.
+func (w *Writer) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	return w.last(ctx, subject)
+}
+
+// last returns the last message on subject (wildcards allowed), nil when
+// there is none. On a replicated stream it asks the leader: a direct get
+// may be answered by a follower that is behind, and every caller of last
+// decides something (a fence, a revision, a lost acknowledgement) from it.
+// A single-replica stream answers direct gets from its only copy.
+func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	var err error
+	for attempt := 0; attempt <= w.retries; attempt++ {
+		var m *jetstream.RawStreamMsg
+		if w.replicas > 1 {
+			m, err = w.lastFromLeader(ctx, subject)
+		} else {
+			m, err = w.stream.GetLastMsgForSubject(ctx, subject)
+		}
+		if err == nil {
+			return m, nil
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			break
+		}
+		if werr := w.sleep(ctx, attempt); werr != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("jetstream: read last of %s: %w", subject, err)
+}
+
+// lastFromLeader reads through the stream leader's message-get API.
+func (w *Writer) lastFromLeader(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := w.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+w.name, req)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("message get: %w", err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, fmt.Errorf("message get: empty answer")
+	}
+	m := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, fmt.Errorf("message get: headers: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (w *Writer) sleep(ctx context.Context, attempt int) error {
+	t := time.NewTimer(w.backoff << attempt)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,314 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+// kvWriter makes a KV bucket (the way the node makes its buckets) and a
+// Writer on its stream.
+func kvWriter(t *testing.T, nc *nats.Conn, bucket string, cfg jetstream.WriterConfig) (njs.KeyValue, *jetstream.Writer) {
+	t.Helper()
+	ctx := context.Background()
+	js, _ := njs.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: bucket, Storage: njs.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Stream = "KV_" + bucket
+	w, err := jetstream.NewWriter(ctx, nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, w
+}
+
+func kvMsg(bucket, key, value string) *nats.Msg {
+	return &nats.Msg{Subject: "$KV." + bucket + "." + key, Data: []byte(value)}
+}
+
+func streamMsgs(t *testing.T, nc *nats.Conn, stream, subject string) uint64 {
+	t.Helper()
+	js, _ := njs.New(nc)
+	st, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background(), njs.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// stored is the number of messages ever stored in stream (its last
+// sequence: a KV bucket keeps only each key's last).
+func stored(t *testing.T, nc *nats.Conn, stream string) uint64 {
+	t.Helper()
+	js, _ := njs.New(nc)
+	st, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+func TestWriterRefusesBadInput(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cfg  jetstream.WriterConfig
+		want string
+	}{
+		{jetstream.WriterConfig{}, "WriterConfig.Stream: empty"},
+		{jetstream.WriterConfig{Stream: "NOPE"}, "stream NOPE"},
+		{jetstream.WriterConfig{Stream: "NOPE", Retries: -1}, "must not be negative"},
+		{jetstream.WriterConfig{Stream: "NOPE", GroupCommit: jetstream.GroupCommit{MaxBatch: 5000}}, "GroupCommit.MaxBatch"},
+	} {
+		if _, err := jetstream.NewWriter(ctx, nc, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if _, err := jetstream.NewWriter(ctx, nil, jetstream.WriterConfig{Stream: "X"}); err == nil {
+		t.Error("nil connection accepted")
+	}
+	_, w := kvWriter(t, nc, "bad", jetstream.WriterConfig{})
+	for _, tc := range []struct {
+		msg       *nats.Msg
+		id, fence string
+		expect    uint64
+		want      string
+	}{
+		{nil, "a", "", 0, "nil message"},
+		{&nats.Msg{}, "a", "", 0, "subject is empty"},
+		{kvMsg("bad", "k", "v"), "", "", 0, "id is empty"},
+		{kvMsg("bad", "k", "v"), "a", "", 3, "expect 3 without a fence subject"},
+	} {
+		if _, err := w.Write(ctx, tc.msg, tc.id, tc.fence, tc.expect); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Write(%q, %q, %d): err = %v, want %q", tc.id, tc.fence, tc.expect, err, tc.want)
+		}
+	}
+	if n := stored(t, nc, "KV_bad"); n != 0 {
+		t.Errorf("refused writes stored %d messages", n)
+	}
+}
+
+// A Writer on a KV bucket's stream speaks the bucket's compare-and-set: a
+// write fenced on the key's subject at revision r is an Update at r; at 0
+// it is a Create. Stale fences are conflicts; a repeated write is stored
+// once. In every commit mode.
+func TestWriterCompareAndSet(t *testing.T) {
+	for _, m := range commitModes {
+		t.Run(m.name, func(t *testing.T) {
+			nc := natstest.Connect(t, natstest.Server(t))
+			kv, w := kvWriter(t, nc, "cas", jetstream.WriterConfig{GroupCommit: m.gc})
+			ctx := context.Background()
+			subj := "$KV.cas.k"
+			seq, err := w.Write(ctx, kvMsg("cas", "k", "one"), "w1", subj, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := kv.Get(ctx, "k")
+			if err != nil || string(e.Value()) != "one" || e.Revision() != seq {
+				t.Fatalf("after create: %v (rev %d, want %d), %v", e, e.Revision(), seq, err)
+			}
+			if _, err := w.Write(ctx, kvMsg("cas", "k", "again"), "w2", subj, 0); !errors.Is(err, runtime.ErrConflict) {
+				t.Errorf("second create: %v, want a conflict", err)
+			}
+			seq2, err := w.Write(ctx, kvMsg("cas", "k", "two"), "w3", subj, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(ctx, kvMsg("cas", "k", "stale"), "w4", subj, seq); !errors.Is(err, runtime.ErrConflict) {
+				t.Errorf("stale update: %v, want a conflict", err)
+			}
+			// The same write again (a caller's retry): its own sequence, not a conflict.
+			if again, err := w.Write(ctx, kvMsg("cas", "k", "two"), "w3", subj, seq); err != nil || again != seq2 {
+				t.Errorf("repeated write: seq %d, %v; want %d", again, err, seq2)
+			}
+			// Unfenced (a Put), and its repetition is stored once.
+			if _, err := w.Write(ctx, kvMsg("cas", "p", "x"), "p1", "", 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(ctx, kvMsg("cas", "p", "x"), "p1", "", 0); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "two" {
+				t.Errorf("value %v, %v; want two", e, err)
+			}
+			if n := stored(t, nc, "KV_cas"); n != 3 {
+				t.Errorf("%d messages stored, want 3", n)
+			}
+		})
+	}
+}
+
+// A lost acknowledgement of a single publish, fenced or not: the write was
+// stored, the caller is told its sequence, nothing is stored twice.
+func TestWriterLostAcknowledgement(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	kv, w := kvWriter(t, nc, "lost", jetstream.WriterConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+	var calls atomic.Int64
+	jetstream.WrapWriterPublish(w, func(next jetstream.PublishFunc) jetstream.PublishFunc {
+		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
+			if calls.Add(1)%2 == 1 { // every first try is stored, its answer lost
+				if _, err := next(ctx, msg, opts...); err != nil {
+					return nil, err
+				}
+				return nil, nats.ErrTimeout
+			}
+			return next(ctx, msg, opts...)
+		}
+	})
+	ctx := context.Background()
+	seq, err := w.Write(ctx, kvMsg("lost", "k", "one"), "c1", "$KV.lost.k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(ctx, kvMsg("lost", "k", "two"), "c2", "$KV.lost.k", seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(ctx, kvMsg("lost", "p", "x"), "p1", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "two" {
+		t.Errorf("value %v, %v; want two", e, err)
+	}
+	if n := stored(t, nc, "KV_lost"); n != 3 {
+		t.Errorf("%d messages stored, want 3", n)
+	}
+}
+
+// Many writers of one counter key each (the ledger's pattern: read, then
+// compare-and-set, again on a conflict) with a stale writer in every
+// batch: exactly the stale writer is refused, every increment lands once,
+// batches both committed and fell back, and a batch's lost answer is
+// settled by each caller.
+func TestWriterBatchesWithStaleWriterAndLostAnswers(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	var ok, failed atomic.Int64
+	kv, w := kvWriter(t, nc, "ctr", jetstream.WriterConfig{
+		GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitBatch, MaxInflight: 1, MaxBatch: 64},
+		OnBatch: func(ev jetstream.BatchEvent) {
+			if ev.Err != nil {
+				failed.Add(1)
+			} else {
+				ok.Add(1)
+			}
+		},
+	})
+	var n atomic.Int64
+	jetstream.WrapWriterBatchRequest(w, func(next jetstream.BatchRequestFunc) jetstream.BatchRequestFunc {
+		return func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+			reply, err := next(ctx, msg)
+			if n.Add(1)%5 == 0 && err == nil { // stored, answer lost
+				return nil, nats.ErrTimeout
+			}
+			return reply, err
+		}
+	})
+	ctx := context.Background()
+	staleSeq, err := w.Write(ctx, kvMsg("ctr", "stale", "0"), "stale-0", "$KV.ctr.stale", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(ctx, kvMsg("ctr", "stale", "1"), "stale-1", "$KV.ctr.stale", staleSeq); err != nil {
+		t.Fatal(err)
+	}
+	const writers, incs = 24, 10
+	var done atomic.Bool
+	errs := make(chan error, writers+1)
+	var stale sync.WaitGroup
+	stale.Add(1)
+	go func() {
+		defer stale.Done()
+		for i := 0; !done.Load(); i++ {
+			_, err := w.Write(ctx, kvMsg("ctr", "stale", "x"), fmt.Sprintf("stale-x-%d", i), "$KV.ctr.stale", staleSeq)
+			if !errors.Is(err, runtime.ErrConflict) {
+				errs <- fmt.Errorf("stale writer: %v, want a conflict", err)
+				return
+			}
+		}
+	}()
+	var good sync.WaitGroup
+	for g := 0; g < writers; g++ {
+		good.Add(1)
+		go func(g int) {
+			defer good.Done()
+			key := fmt.Sprintf("c%d", g)
+			var rev uint64
+			for i := 1; i <= incs; i++ {
+				seq, err := w.Write(ctx, kvMsg("ctr", key, fmt.Sprint(i)), fmt.Sprintf("%s-%d", key, i), "$KV.ctr."+key, rev)
+				if err != nil {
+					errs <- fmt.Errorf("writer %d inc %d: %w", g, i, err)
+					return
+				}
+				rev = seq
+			}
+		}(g)
+	}
+	good.Wait()
+	done.Store(true)
+	stale.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for g := 0; g < writers; g++ {
+		key := fmt.Sprintf("c%d", g)
+		if e, err := kv.Get(ctx, key); err != nil || string(e.Value()) != fmt.Sprint(incs) {
+			t.Errorf("%s: %v, %v; want %d", key, e, err, incs)
+		}
+		if c := streamMsgs(t, nc, "KV_ctr", "$KV.ctr."+key); c != 1 { // history 1: the last one kept
+			t.Errorf("%s: %d messages kept", key, c)
+		}
+	}
+	if n := stored(t, nc, "KV_ctr"); n != 2+writers*incs {
+		t.Errorf("%d messages stored, want %d: a write was lost or stored twice", n, 2+writers*incs)
+	}
+	if e, err := kv.Get(ctx, "stale"); err != nil || string(e.Value()) != "1" {
+		t.Errorf("stale key: %v, %v; the stale writer got in", e, err)
+	}
+	if ok.Load() == 0 || failed.Load() == 0 {
+		t.Errorf("batches: %d committed, %d failed; the test did not exercise both paths", ok.Load(), failed.Load())
+	}
+}
+
+// A Writer in a mode that batches switches atomic publish on for its
+// stream; in single mode it leaves the stream alone.
+func TestWriterEnablesAtomicPublish(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	js, _ := njs.New(nc)
+	ctx := context.Background()
+	kvWriter(t, nc, "single", jetstream.WriterConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+	kvWriter(t, nc, "adaptive", jetstream.WriterConfig{})
+	for stream, want := range map[string]bool{"KV_single": false, "KV_adaptive": true} {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.AllowAtomicPublish; got != want {
+			t.Errorf("%s: allow_atomic %v, want %v", stream, got, want)
+		}
+	}
+}
