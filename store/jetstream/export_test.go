@@ -22,7 +22,9 @@ func WrapBatchRequest(s *Store, wrap func(BatchRequestFunc) BatchRequestFunc) {
 }
 
 // WrapWriterPublish replaces a Writer's single-publish path with wrap(original).
-func WrapWriterPublish(w *Writer, wrap func(PublishFunc) PublishFunc) { w.publishMsg = wrap(w.publishMsg) }
+func WrapWriterPublish(w *Writer, wrap func(PublishFunc) PublishFunc) {
+	w.publishMsg = wrap(w.publishMsg)
+}
 
 // WrapWriterBatchRequest replaces a Writer's batch commit with wrap(original).
 func WrapWriterBatchRequest(w *Writer, wrap func(BatchRequestFunc) BatchRequestFunc) {
