@@ -85,6 +85,9 @@ type harness struct {
 	budget runtime.Budget
 	// idle passivates actors; zero means 2s.
 	idle time.Duration
+	// gc is the store's group commit (the ledger and the active set
+	// write through it too); zero is adaptive.
+	gc   cjs.GroupCommit
 	node *actors.Node
 }
 
@@ -114,7 +117,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 			return h.child, nil
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
-		IdleTimeout: idle, Logger: testLogger(t), Sink: h.sink,
+		IdleTimeout: idle, Logger: testLogger(t), Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -328,11 +331,20 @@ func TestForeignCallRefused(t *testing.T) {
 
 // C24, C33, C35: children draw on the root's budget; exhausting it fails
 // the run at the gate with a budget error, before any further model call.
+// In every commit mode: with batch forced, the parent's and children's
+// reservations (compare-and-set on one budget entry) share atomic batches,
+// and none is lost or counted twice.
 func TestBudgetAcrossParentAndChildren(t *testing.T) {
+	for _, gc := range []cjs.GroupCommit{{Mode: cjs.CommitSingle}, {Mode: cjs.CommitBatch}, {}} {
+		t.Run(string(gc.Mode), func(t *testing.T) { budgetAcrossParentAndChildren(t, gc) })
+	}
+}
+
+func budgetAcrossParentAndChildren(t *testing.T, gc cjs.GroupCommit) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	var childCalls atomic.Int64
 	parent := threeChildren()
-	h := &harness{nc: nc, parent: parent, child: childModel{calls: &childCalls}, budget: runtime.Budget{Steps: 4}}
+	h := &harness{nc: nc, parent: parent, child: childModel{calls: &childCalls}, budget: runtime.Budget{Steps: 4}, gc: gc}
 	n := h.start(t)
 	defer n.Close()
 	sess, run, err := n.Run(context.Background(), "planner", "Too much.")

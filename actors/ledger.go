@@ -19,9 +19,13 @@ var ErrBudget = errors.New("actors: budget exhausted")
 
 // ledger is the durable budget of root runs: one JetStream KV entry per
 // root, updated with compare-and-set, so replicas and restarts never lose
-// or double a reservation. Descendants draw on their root's entry.
+// or double a reservation. Descendants draw on their root's entry. Reads
+// go through the bucket; writes through a kvWriter, so that when many runs
+// reserve at once their writes share atomic batches (group commit), and a
+// lost acknowledgement is settled by Msg-Id instead of applied twice.
 type ledger struct {
 	kv  jetstream.KeyValue
+	w   *kvWriter
 	now func() time.Time
 }
 
@@ -42,7 +46,7 @@ func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error 
 		e.Deadline = l.now().Add(b.Timeout).UnixNano()
 	}
 	v, _ := json.Marshal(e)
-	if _, err := l.kv.Create(ctx, root, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := l.w.create(ctx, root, v); err != nil && !errors.Is(err, runtime.ErrConflict) {
 		return fmt.Errorf("actors: budget of %s: %w", root, err)
 	}
 	return nil
@@ -64,11 +68,11 @@ func (l *ledger) update(ctx context.Context, root string, f func(e *budgetEntry)
 			return e, err
 		}
 		v, _ := json.Marshal(e)
-		_, err = l.kv.Update(ctx, root, v, kve.Revision())
+		_, err = l.w.update(ctx, root, v, kve.Revision())
 		if err == nil {
 			return e, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !errors.Is(err, runtime.ErrConflict) {
 			return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
 		}
 		if ctx.Err() != nil {

@@ -115,11 +115,18 @@ type Node struct {
 	waits    *waits
 	children jetstream.KeyValue
 	active   jetstream.KeyValue
+	activeW  *kvWriter
 	models   map[string]model.Model
 	caps     map[string]runtime.Capability
 	logger   *slog.Logger
 
 	consume jetstream.ConsumeContext
+	// finishing bounds the completions handled at once; handlers holds
+	// them so that shutdown waits for them.
+	finishing chan struct{}
+	handlers  sync.WaitGroup
+	// finStopped (under mu) refuses completions once shutdown began.
+	finStopped bool
 
 	mu sync.Mutex
 	// member is this node's current incarnation in the cluster; it
@@ -207,7 +214,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
-	n.log = &log{js: js, store: n.store, now: cfg.Now}
+	n.log = &log{store: n.store, now: cfg.Now}
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) (jetstream.KeyValue, error) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Storage: jetstream.FileStorage, Replicas: replicas})
@@ -230,7 +237,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.active, err = bucket("cairn_active"); err != nil {
 		return nil, err
 	}
-	n.ledger = &ledger{kv: budgets, now: cfg.Now}
+	writer := func(bucket string) (*kvWriter, error) {
+		// The store's writes and these share one in-flight count: when
+		// many runs write at once, every stream's writes batch.
+		w, err := n.store.WriterOn(ctx, "KV_"+bucket)
+		if err != nil {
+			return nil, fmt.Errorf("actors: bucket %s: %w", bucket, err)
+		}
+		return newKVWriter(w, bucket), nil
+	}
+	budgetsW, err := writer("cairn_budgets")
+	if err != nil {
+		return nil, err
+	}
+	if n.activeW, err = writer("cairn_active"); err != nil {
+		return nil, err
+	}
+	n.ledger = &ledger{kv: budgets, w: budgetsW, now: cfg.Now}
 	n.waits = &waits{kv: waitsKV, now: cfg.Now}
 
 	m, err := n.startMember(ctx)
@@ -284,6 +307,10 @@ func (n *Node) shutdown() {
 	if n.consume != nil {
 		n.consume.Stop()
 	}
+	n.mu.Lock()
+	n.finStopped = true
+	n.mu.Unlock()
+	n.handlers.Wait()
 	if m := n.current(); m != nil {
 		m.stop(true)
 	}
@@ -486,7 +513,7 @@ type activeRun struct {
 
 func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
 	v, _ := json.Marshal(activeRun{SessionID: sessionID})
-	if _, err := n.active.Put(ctx, runID, v); err != nil {
+	if _, err := n.activeW.put(ctx, runID, v); err != nil {
 		return fmt.Errorf("actors: mark %s active: %w", runID, err)
 	}
 	return nil
@@ -588,12 +615,37 @@ func (n *Node) startConsumer(ctx context.Context, stream jetstream.Stream) error
 	if err != nil {
 		return fmt.Errorf("actors: completion consumer: %w", err)
 	}
-	n.consume, err = cons.Consume(n.finished)
+	// Completions are handled concurrently (each is a run-record read, a
+	// write to the active set and a message to the parent, and belongs to
+	// a run of its own), bounded; the callback blocks when all slots are
+	// busy, so the consumer's pending acknowledgements stay bounded too.
+	n.finishing = make(chan struct{}, finishConcurrency)
+	n.consume, err = cons.Consume(func(msg jetstream.Msg) {
+		n.finishing <- struct{}{}
+		n.mu.Lock()
+		if n.finStopped { // shutting down: redelivered to whoever runs next
+			n.mu.Unlock()
+			<-n.finishing
+			return
+		}
+		n.handlers.Add(1)
+		n.mu.Unlock()
+		go func() {
+			defer func() {
+				<-n.finishing
+				n.handlers.Done()
+			}()
+			n.finished(msg)
+		}()
+	})
 	if err != nil {
 		return fmt.Errorf("actors: completion consumer: %w", err)
 	}
 	return nil
 }
+
+// finishConcurrency is the number of completions handled at once.
+const finishConcurrency = 64
 
 func (n *Node) finished(msg jetstream.Msg) {
 	// cairn.sess.<s>.run.<r>.c.done | cairn.sess.<s>.run.<r>.end
@@ -614,7 +666,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	if err := n.active.Delete(ctx, runID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := n.activeW.delete(ctx, runID); err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}

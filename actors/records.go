@@ -33,7 +33,6 @@ func keyOf(s string) string {
 // log is the node's access to the run log outside the runtime's Store:
 // run records, end events, statuses.
 type log struct {
-	js    jetstream.JetStream
 	store *cjs.Store
 	now   func() time.Time
 }
@@ -72,11 +71,10 @@ func (l *log) publish(ctx context.Context, subject string, ev events.Envelope, i
 	for k, v := range hdrs {
 		msg.Header.Set(k, v)
 	}
-	_, err = l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(expectSeq, events.SessionAll(ev.SessionID)), jetstream.WithMsgID(id))
-	if cjs.IsConflict(err) {
-		return fmt.Errorf("actors: %s: session %s moved on: %w", id, ev.SessionID, runtime.ErrConflict)
-	}
-	if err != nil {
+	// Through the store's writer: it shares atomic batches with the runs'
+	// commits when many runs start at once, and settles a lost
+	// acknowledgement from the log. A conflict wraps runtime.ErrConflict.
+	if _, err := l.store.Write(ctx, msg, id, events.SessionAll(ev.SessionID), expectSeq); err != nil {
 		return fmt.Errorf("actors: %s: %w", id, err)
 	}
 	return nil

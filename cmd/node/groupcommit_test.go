@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +62,28 @@ func TestGroupCommitFlagReachesTheStore(t *testing.T) {
 		}
 		if got := allowAtomic(); got != tc.want {
 			t.Fatalf("%v: stream allow_atomic %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
+// Batch sizes are exposed per stream (the log and the KV buckets batch
+// separately), and a failed batch counts as a fallback.
+func TestBatchMetricsByStream(t *testing.T) {
+	m := newMetrics()
+	m.batch(jetstream.BatchEvent{Stream: "CAIRN", Size: 200})
+	m.batch(jetstream.BatchEvent{Stream: "CAIRN", Size: 3})
+	m.batch(jetstream.BatchEvent{Stream: "KV_cairn_budgets", Size: 40, Err: context.DeadlineExceeded})
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := rec.Body.String()
+	for _, want := range []string{
+		`cairn_commit_batch_size_count{stream="CAIRN"} 2`,
+		`cairn_commit_batch_size_sum{stream="CAIRN"} 203`,
+		`cairn_commit_batch_size_bucket{stream="KV_cairn_budgets",le="64"} 1`,
+		`cairn_commit_batch_fallbacks_total 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %s:\n%s", want, out)
 		}
 	}
 }

@@ -29,7 +29,7 @@ type metrics struct {
 	tokens        map[[2]string]int64
 	commits       map[string]*histogram // by how the commit was published
 	commitErrors  int64
-	batchSizes    histogram
+	batchSizes    map[string]*histogram // by stream
 	batchFallback int64
 	index         *runindex.Index
 }
@@ -47,7 +47,7 @@ type histogram struct {
 
 func newMetrics() *metrics {
 	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, tokens: map[[2]string]int64{}, parked: map[string]bool{},
-		commits: map[string]*histogram{}, batchSizes: histogram{counts: make([]int64, len(batchBuckets))}}
+		commits: map[string]*histogram{}, batchSizes: map[string]*histogram{}}
 }
 
 func (h *histogram) observe(buckets []float64, v float64) {
@@ -89,7 +89,12 @@ func (m *metrics) commit(ev cjs.CommitEvent) {
 func (m *metrics) batch(ev cjs.BatchEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.batchSizes.observe(batchBuckets, float64(ev.Size))
+	h := m.batchSizes[ev.Stream]
+	if h == nil {
+		h = &histogram{counts: make([]int64, len(batchBuckets))}
+		m.batchSizes[ev.Stream] = h
+	}
+	h.observe(batchBuckets, float64(ev.Size))
 	if ev.Err != nil {
 		m.batchFallback++
 	}
@@ -172,12 +177,14 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	fmt.Fprintf(w, "# HELP cairn_commit_errors_total Commits that failed.\n# TYPE cairn_commit_errors_total counter\ncairn_commit_errors_total %d\n", m.commitErrors)
-	fmt.Fprintln(w, "# HELP cairn_commit_batch_size Commits per atomic batch (group commit).\n# TYPE cairn_commit_batch_size histogram")
-	m.batchSizes.write(w, "cairn_commit_batch_size", "", batchBuckets)
+	fmt.Fprintln(w, "# HELP cairn_commit_batch_size Writes per atomic batch (group commit), by stream: the run log and the node's KV buckets.\n# TYPE cairn_commit_batch_size histogram")
+	for _, stream := range sortedKeys(m.batchSizes) {
+		m.batchSizes[stream].write(w, "cairn_commit_batch_size", fmt.Sprintf("stream=%q,", stream), batchBuckets)
+	}
 	fmt.Fprintf(w, "# HELP cairn_commit_batch_fallbacks_total Batches refused or unacknowledged whose commits were published one by one.\n# TYPE cairn_commit_batch_fallbacks_total counter\ncairn_commit_batch_fallbacks_total %d\n", m.batchFallback)
 }
 
-func sortedKeys(m map[string]int64) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

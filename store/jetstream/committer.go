@@ -65,6 +65,16 @@ type GroupCommit struct {
 	// (the server's per-stream limit, shared with any other publisher of
 	// the stream). Zero means 2.
 	MaxInflight int
+	// Linger is how long, in adaptive mode, a group smaller than MinBatch
+	// waits for company when no batch is in flight, before it is
+	// published one by one. Only writes made while at least Threshold are
+	// in flight wait, so a lone writer never does. Without it, on a busy
+	// node, a stream written less often than the log (a KV bucket) sent
+	// each write on its own the moment its previous batch was answered:
+	// measured with 512 runs through the actors, 2 of 3 budget writes were
+	// single publishes, each an fsync of the disk every stream shares.
+	// Zero means 2ms; negative means no waiting; at most 1s.
+	Linger time.Duration
 }
 
 func (g *GroupCommit) defaults() error {
@@ -94,6 +104,12 @@ func (g *GroupCommit) defaults() error {
 			return fmt.Errorf("jetstream: Config.GroupCommit.%s: %d, the server allows at most %d", f.name, *f.v, f.max)
 		}
 	}
+	switch {
+	case g.Linger == 0:
+		g.Linger = 2 * time.Millisecond
+	case g.Linger > time.Second:
+		return fmt.Errorf("jetstream: Config.GroupCommit.Linger: %s, at most 1s (a waiting group holds its writers)", g.Linger)
+	}
 	if g.MinBatch > g.MaxBatch {
 		return fmt.Errorf("jetstream: Config.GroupCommit.MinBatch: %d is above MaxBatch %d", g.MinBatch, g.MaxBatch)
 	}
@@ -112,6 +128,9 @@ type CommitEvent struct {
 
 // BatchEvent describes one atomic batch (metrics).
 type BatchEvent struct {
+	// Stream is the stream written: the log, or a KV bucket's stream for
+	// a Writer made by Store.WriterOn.
+	Stream   string
 	Size     int
 	Duration time.Duration
 	// Err is why the batch's commits fell back to single publishes; nil
@@ -137,21 +156,31 @@ type pending struct {
 // lives in it while nothing is waiting: whoever finds a free batch slot
 // sends the next batch.
 type committer struct {
-	w       *Writer
-	cfg     GroupCommit
-	active  atomic.Int64
+	w   *Writer
+	cfg GroupCommit
+	// active counts the writes in flight: this committer's, or, for
+	// Writers made by Store.WriterOn, those of every writer of the store
+	// (the disk's fsyncs are shared, so is the decision to batch).
+	active  *atomic.Int64
 	prefix  string
 	batches atomic.Uint64
 
 	mu       sync.Mutex
 	queue    []*pending
 	inflight int
+	// linger is the timer of a small group waiting for company; lingered
+	// is set while its expiry dispatches the group whatever its size.
+	linger   *time.Timer
+	lingered bool
 }
 
-func newCommitter(w *Writer, cfg GroupCommit) *committer {
+func newCommitter(w *Writer, cfg GroupCommit, active *atomic.Int64) *committer {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &committer{w: w, cfg: cfg, prefix: hex.EncodeToString(b[:]) + "-"}
+	if active == nil {
+		active = new(atomic.Int64)
+	}
+	return &committer{w: w, active: active, cfg: cfg, prefix: hex.EncodeToString(b[:]) + "-"}
 }
 
 // commit publishes msg fenced on fence at seq (unfenced when fence is "")
@@ -195,10 +224,33 @@ func (c *committer) dispatchLocked() {
 		if c.inflight > 0 && len(c.queue) < c.cfg.MaxBatch {
 			return
 		}
+		if c.waitForCompanyLocked() {
+			return
+		}
 		batch := c.takeLocked()
 		c.inflight++
 		go c.send(batch)
 	}
+}
+
+// waitForCompanyLocked reports whether the queue, a group below MinBatch
+// with no batch in flight, waits up to Linger for company (adaptive mode).
+// The timer's expiry dispatches it whatever its size. Callers hold c.mu.
+func (c *committer) waitForCompanyLocked() bool {
+	if c.cfg.Mode != CommitAdaptive || c.cfg.Linger <= 0 || c.lingered || len(c.queue) >= c.cfg.MinBatch {
+		return false
+	}
+	if c.linger == nil {
+		c.linger = time.AfterFunc(c.cfg.Linger, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.linger = nil
+			c.lingered = true
+			c.dispatchLocked()
+			c.lingered = false
+		})
+	}
+	return true
 }
 
 // takeLocked removes up to MaxBatch commits from the queue, at most one per
@@ -245,7 +297,7 @@ func (c *committer) send(batch []*pending) {
 	start := time.Now()
 	last, err := c.publishBatch(batch)
 	if c.w.onBatch != nil {
-		c.w.onBatch(BatchEvent{Size: len(batch), Duration: time.Since(start), Err: err})
+		c.w.onBatch(BatchEvent{Stream: c.w.name, Size: len(batch), Duration: time.Since(start), Err: err})
 	}
 	for i, p := range batch {
 		if err != nil {

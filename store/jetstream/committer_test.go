@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -62,6 +63,7 @@ func TestGroupCommitConfig(t *testing.T) {
 		{jetstream.GroupCommit{MaxInflight: 51}, "GroupCommit.MaxInflight: 51, the server allows at most 50"},
 		{jetstream.GroupCommit{Threshold: -1}, "GroupCommit.Threshold: -1, must not be negative"},
 		{jetstream.GroupCommit{MinBatch: 300, MaxBatch: 200}, "GroupCommit.MinBatch: 300 is above MaxBatch 200"},
+		{jetstream.GroupCommit{Linger: 2 * time.Second}, "GroupCommit.Linger: 2s, at most 1s"},
 	} {
 		_, err := jetstream.New(context.Background(), nc, jetstream.Config{GroupCommit: tc.gc})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -140,7 +140,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, Writer: newWriter(nc, js, st, WriterConfig{
 		Stream: cfg.Stream, Replicas: cfg.Replicas, Retries: cfg.Retries, Backoff: cfg.Backoff,
 		Logger: cfg.Logger, GroupCommit: cfg.GroupCommit, OnBatch: cfg.OnBatch,
-	})}
+	}, nil)}
 	s.blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: object store %s: %w", blobBucket, err)

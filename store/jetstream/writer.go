@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,11 +97,12 @@ func NewWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig) (*Writer, e
 			return nil, fmt.Errorf("jetstream: stream %s: enabling atomic batch publish for group commit (needs nats-server 2.12+; GroupCommit.Mode single works without it): %w", cfg.Stream, err)
 		}
 	}
-	return newWriter(nc, js, st, cfg), nil
+	return newWriter(nc, js, st, cfg, nil), nil
 }
 
-// newWriter fills in defaults; the stream is known to suit.
-func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg WriterConfig) *Writer {
+// newWriter fills in defaults; the stream is known to suit. active, when
+// set, is the in-flight gauge shared with other writers.
+func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg WriterConfig, active *atomic.Int64) *Writer {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
@@ -119,8 +121,26 @@ func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg W
 		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch,
 		publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
 	}
-	w.commits = newCommitter(w, cfg.GroupCommit)
+	w.commits = newCommitter(w, cfg.GroupCommit, active)
 	return w
+}
+
+// WriterOn returns a Writer on another stream (one of the node's KV
+// buckets, say) with the store's connection, retries and group commit
+// configuration and OnBatch hook, whose committer shares the store's count of writes in
+// flight: under SyncAlways every single publish is an fsync of the same
+// disk, whichever stream it goes to, so when many runs write at once the
+// writes to every stream batch, not only the log's. Like NewWriter, it
+// switches atomic batch publish on for the stream unless the mode is
+// single.
+func (s *Store) WriterOn(ctx context.Context, stream string) (*Writer, error) {
+	w, err := NewWriter(ctx, s.nc, WriterConfig{Stream: stream, Replicas: s.cfg.Replicas, Retries: s.cfg.Retries, Backoff: s.cfg.Backoff,
+		Logger: s.cfg.Logger, GroupCommit: s.cfg.GroupCommit, OnBatch: s.cfg.OnBatch})
+	if err != nil {
+		return nil, err
+	}
+	w.commits.active = s.commits.active
+	return w, nil
 }
 
 // Write stores msg once, with Msg-Id id, and returns its stream sequence.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
@@ -311,4 +312,57 @@ func TestWriterEnablesAtomicPublish(t *testing.T) {
 			t.Errorf("%s: allow_atomic %v, want %v", stream, got, want)
 		}
 	}
+}
+
+// Adaptive mode on a busy node: a group below MinBatch waits (up to
+// Linger) for company instead of going out one by one, and a group that
+// finds none is published one by one when Linger expires.
+func TestWriterLingerGathersSmallGroups(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	var sizes []int
+	var mu sync.Mutex
+	gc := jetstream.GroupCommit{Mode: jetstream.CommitAdaptive, Threshold: 1, MinBatch: 4, Linger: time.Second}
+	kv, w := kvWriter(t, nc, "linger", jetstream.WriterConfig{GroupCommit: gc, OnBatch: func(ev jetstream.BatchEvent) {
+		mu.Lock()
+		sizes = append(sizes, ev.Size)
+		mu.Unlock()
+	}})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			if _, err := w.Write(ctx, kvMsg("linger", fmt.Sprint("k", i), "v"), fmt.Sprint("g", i), "", 0); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	mu.Lock()
+	// One batch of 4 is what happens; a scheduler that delays a goroutine
+	// by over a second splits it, but any batch at all shows the wait
+	// (without Linger the first write goes out alone at once, and the
+	// rest follow it one by one or in a group below MinBatch).
+	if len(sizes) == 0 || sizes[0] < 2 {
+		t.Errorf("batches %v, want one of 4: the first writes did not wait for company", sizes)
+	}
+	mu.Unlock()
+
+	// Alone: published on its own once Linger expires, no batch.
+	_, w2 := kvWriter(t, nc, "alone", jetstream.WriterConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitAdaptive, Threshold: 1, MinBatch: 4, Linger: 50 * time.Millisecond},
+		OnBatch: func(ev jetstream.BatchEvent) { t.Errorf("a lone write went out in a batch of %d", ev.Size) }})
+	if _, err := w2.Write(ctx, kvMsg("alone", "k", "v"), "lone", "$KV.alone.k", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(t, nc, "KV_alone"); n != 1 {
+		t.Errorf("%d stored, want 1", n)
+	}
+	if n := stored(t, nc, "KV_linger"); n != 4 {
+		t.Errorf("%d stored, want 4", n)
+	}
+	_ = kv
 }

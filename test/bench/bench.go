@@ -253,6 +253,9 @@ type stats struct {
 	rate     float64
 	p50, p99 time.Duration
 	elapsed  time.Duration
+	// windowRate is the rate of the loader's counter while the phases
+	// ran, the drain after each stop excluded (0 without a counter).
+	windowRate float64
 }
 
 // loader runs commit functions, one per writer, and accumulates their
@@ -261,6 +264,14 @@ type loader struct {
 	fns     []func(context.Context) error
 	lat     []time.Duration
 	elapsed time.Duration
+	// counter, when set, counts work that goes on inside an operation
+	// (commits inside a run): read at each phase's start and stop, it
+	// gives a rate without the drain, when operations in flight finish
+	// and no new ones start, a state an operation as long as a run puts
+	// a large share of a short phase in.
+	counter      func() int64
+	windowCount  int64
+	windowLength time.Duration
 }
 
 func newLoader(writers int, newWriter func(w int) (func(context.Context) error, error)) (*loader, error) {
@@ -298,8 +309,16 @@ func (l *loader) phase(d time.Duration) error {
 			}
 		}(w)
 	}
+	var c0 int64
+	if l.counter != nil {
+		c0 = l.counter()
+	}
 	time.Sleep(d)
 	stop.Store(true)
+	if l.counter != nil {
+		l.windowCount += l.counter() - c0
+		l.windowLength += time.Since(start)
+	}
 	wg.Wait()
 	l.elapsed += time.Since(start)
 	for _, x := range lat {
@@ -314,7 +333,11 @@ func (l *loader) stats() (stats, error) {
 	}
 	all := slices.Clone(l.lat)
 	slices.Sort(all)
-	return stats{rate: float64(len(all)) / l.elapsed.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], elapsed: l.elapsed}, nil
+	st := stats{rate: float64(len(all)) / l.elapsed.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100], elapsed: l.elapsed}
+	if l.windowLength > 0 {
+		st.windowRate = float64(l.windowCount) / l.windowLength.Seconds()
+	}
+	return st, nil
 }
 
 // load runs one loader for d.

@@ -1,0 +1,74 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// kvWriter writes a KV bucket's entries through a store Writer on the
+// bucket's stream, speaking the bucket's wire format (subject $KV.<bucket>.<key>,
+// a KV-Operation header for deletes): a Create is a write fenced on the
+// key at 0, an Update one fenced at the read revision, a Put or Delete an
+// unfenced one. Readers (Get, watchers) see exactly what nats.go's own
+// writes would produce. Every write has a Msg-Id of its own, so the
+// Writer can settle a lost acknowledgement and a retry is never applied
+// twice.
+type kvWriter struct {
+	w      *cjs.Writer
+	bucket string
+	prefix string
+	seq    atomic.Uint64
+}
+
+func newKVWriter(w *cjs.Writer, bucket string) *kvWriter {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &kvWriter{w: w, bucket: bucket, prefix: bucket + "." + hex.EncodeToString(b[:]) + "."}
+}
+
+func (k *kvWriter) subject(key string) string { return "$KV." + k.bucket + "." + key }
+
+// id is unique to one write of this process: two writers that read the
+// same revision must never share a Msg-Id, or the second would be
+// answered as a duplicate of the first.
+func (k *kvWriter) id() string { return k.prefix + strconv.FormatUint(k.seq.Add(1), 36) }
+
+// create stores key only if it has no entry; an existing one is a
+// conflict (runtime.ErrConflict). Unlike kv.Create, a delete marker counts
+// as an entry: the ledger, its only user, never deletes.
+func (k *kvWriter) create(ctx context.Context, key string, value []byte) (uint64, error) {
+	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), k.subject(key), 0)
+}
+
+// update stores key only if its last revision is rev; otherwise a
+// conflict (runtime.ErrConflict).
+func (k *kvWriter) update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), k.subject(key), rev)
+}
+
+func (k *kvWriter) put(ctx context.Context, key string, value []byte) (uint64, error) {
+	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), "", 0)
+}
+
+// delete leaves a delete marker, as kv.Delete does (deleting a key that
+// has none is harmless).
+func (k *kvWriter) delete(ctx context.Context, key string) error {
+	msg := &nats.Msg{Subject: k.subject(key), Header: nats.Header{}}
+	msg.Header.Set(kvOperation, kvOperationDel)
+	_, err := k.w.Write(ctx, msg, k.id(), "", 0)
+	return err
+}
+
+// The KV wire format's delete marker (nats.go's jetstream package keeps
+// these names unexported).
+const (
+	kvOperation    = "KV-Operation"
+	kvOperationDel = "DEL"
+)
