@@ -106,38 +106,106 @@ func (m workerModel) Generate(ctx context.Context, req model.Request) (*model.Re
 	return &r, nil
 }
 
+// calcNode is a node on a server of its own running calc runs (10 run_js
+// calls and complete), counting its checkpoint commits by how they were
+// published.
+type calcNode struct {
+	node                             *actors.Node
+	nc                               *nats.Conn
+	commits, batchedCommits, batches atomic.Int64
+	done                             func()
+}
+
+const calcCalls = 10 // run_js calls per calc run, plus complete
+
+func startCalcNode(ctx context.Context, gc jetstream.GroupCommit) (*calcNode, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return nil, err
+	}
+	c := &calcNode{nc: nc}
+	c.node, err = nodeSetup{calc: calcSteps(calcCalls), store: jetstream.Config{GroupCommit: gc,
+		OnCommit: func(ev jetstream.CommitEvent) {
+			if ev.Err == nil {
+				c.commits.Add(1)
+				if ev.Mode == "batch" {
+					c.batchedCommits.Add(1)
+				}
+			}
+		},
+		OnBatch: func(ev jetstream.BatchEvent) {
+			if ev.Err == nil && ev.Stream == "CAIRN" {
+				c.batches.Add(1)
+			}
+		}}}.start(ctx, nc)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	c.done = func() { c.node.Close(); done() }
+	return c, nil
+}
+
+// loader runs calc runs, each to its result. A run lasts up to seconds
+// with 512 at once: its counter is the node's checkpoint commits, so the
+// throughput is taken over the slices without the drain after each
+// (when no run starts).
+func (c *calcNode) loader(runs int) (*loader, error) {
+	l, err := newLoader(runs, func(w int) (func(context.Context) error, error) {
+		return func(ctx context.Context) error {
+			sess, run, err := c.node.Run(ctx, "calc", "Compute.")
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			st, _, err := c.node.Result(ctx, sess, run)
+			if err == nil && st != runtime.StatusCompleted {
+				err = fmt.Errorf("run %s ended %s", run, st)
+			}
+			return err
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.counter = c.commits.Load
+	return l, nil
+}
+
+// calcMark is a node's counters at the start of a measurement.
+type calcMark struct{ commits, batched, batches int64 }
+
+func (c *calcNode) mark() calcMark {
+	return calcMark{c.commits.Load(), c.batchedCommits.Load(), c.batches.Load()}
+}
+
+// calls is the tool-call rate of st (commits/s over the slices, at the
+// counted commits per call) and a description with the batched share.
+func (c *calcNode) calls(st stats, since calcMark) (calls, perCall float64, desc string) {
+	commits := float64(c.commits.Load() - since.commits)
+	perCall = commits / (st.rate * st.elapsed.Seconds() * (calcCalls + 1))
+	calls = st.windowRate / perCall
+	desc = fmt.Sprintf("%.0f calls/s (run p50 %s)", calls, st.p50.Round(100*time.Microsecond))
+	if n := c.batches.Load() - since.batches; n > 0 {
+		// Batches also carry run records and leases: the share is of checkpoint commits.
+		desc += fmt.Sprintf(", %.0f%% of checkpoint commits batched, %d batches", 100*float64(c.batchedCommits.Load()-since.batched)/commits, n)
+	}
+	return calls, perCall, desc
+}
+
 // b3: aggregate tool calls/s through the actors (the node's path: a run
 // actor per run, run_js on the in-process executor, the JetStream store
 // with group commit) for 1, 64 and 512 concurrent runs, against raw
 // fenced commits/s at the same concurrency divided by the checkpoint
 // commits a call needs (counted, not assumed).
 func b3(ctx context.Context, cfg config) ([]row, error) {
-	_, nc, done, err := server(false)
+	c, err := startCalcNode(ctx, cfg.gc)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	var commits, batchedCommits, batches atomic.Int64
-	const perRun = 10 // run_js calls per run, plus complete
-	node, err := nodeSetup{calc: calcSteps(perRun), store: jetstream.Config{GroupCommit: cfg.gc,
-		OnCommit: func(ev jetstream.CommitEvent) {
-			if ev.Err == nil {
-				commits.Add(1)
-				if ev.Mode == "batch" {
-					batchedCommits.Add(1)
-				}
-			}
-		},
-		OnBatch: func(ev jetstream.BatchEvent) {
-			if ev.Err == nil {
-				batches.Add(1)
-			}
-		}}}.start(ctx, nc)
-	if err != nil {
-		return nil, err
-	}
-	defer node.Close()
-	js, _ := njs.New(nc)
+	defer c.done()
+	js, _ := njs.New(c.nc)
 	var rows []row
 	for _, runs := range cfg.writers {
 		r := row{scenario: "B3", what: fmt.Sprintf("tool calls/s, %d concurrent run(s) through the actors", runs), target: 0.8, note: "SyncAlways; 10 run_js + complete per run"}
@@ -146,45 +214,65 @@ func b3(ctx context.Context, cfg config) ([]row, error) {
 			if err != nil {
 				return nil, err
 			}
-			cairn, err := newLoader(runs, func(w int) (func(context.Context) error, error) {
-				return func(ctx context.Context) error {
-					sess, run, err := node.Run(ctx, "calc", "Compute.")
-					if err != nil {
-						return err
-					}
-					ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-					defer cancel()
-					st, _, err := node.Result(ctx, sess, run)
-					if err == nil && st != runtime.StatusCompleted {
-						err = fmt.Errorf("run %s ended %s", run, st)
-					}
-					return err
-				}, nil
-			})
+			cairn, err := c.loader(runs)
 			if err != nil {
 				return nil, err
 			}
-			// A run lasts up to seconds at 512 runs: the throughput is the
-			// commits made while the slices ran, the drain after each
-			// excluded (no run starts then), in calls at the counted
-			// commits per call.
-			cairn.counter = commits.Load
-			c0, bc0, b0 := commits.Load(), batchedCommits.Load(), batches.Load()
-			st, raw, err := versus(cfg.duration, cairn, base)
+			m := c.mark()
+			st, raw, err := versus(cfg.runDuration, cairn, base)
 			if err != nil {
 				return nil, err
 			}
-			perCall := float64(commits.Load()-c0) / (st.rate * st.elapsed.Seconds() * (perRun + 1))
-			calls := st.windowRate / perCall
+			calls, perCall, desc := c.calls(st, m)
 			baseline := raw.rate / perCall
 			r.ratio = append(r.ratio, calls/baseline)
-			r.cairn = fmt.Sprintf("%.0f calls/s (run p50 %s)", calls, st.p50.Round(100*time.Microsecond))
-			if n := batches.Load() - b0; n > 0 {
-				// Batches also carry run records and leases: the share is of checkpoint commits.
-				bc := batchedCommits.Load() - bc0
-				r.cairn += fmt.Sprintf(", %.0f%% of checkpoint commits batched, %d batches", 100*float64(bc)/float64(commits.Load()-c0), n)
-			}
+			r.cairn = desc
 			r.baseline = fmt.Sprintf("%.0f commits/s / %.2f commits per call = %.0f calls/s", raw.rate, perCall, baseline)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// b3gc: B3's node with group commit against the same node in single mode
+// (every write of the log and of the KV buckets an fsync of its own), each
+// on a server of its own on the same disk, in alternating slices.
+func b3gc(ctx context.Context, cfg config) ([]row, error) {
+	grouped, err := startCalcNode(ctx, cfg.gc)
+	if err != nil {
+		return nil, err
+	}
+	defer grouped.done()
+	single, err := startCalcNode(ctx, jetstream.GroupCommit{Mode: jetstream.CommitSingle})
+	if err != nil {
+		return nil, err
+	}
+	defer single.done()
+	var rows []row
+	for _, runs := range cfg.writers {
+		r := row{scenario: "B3gc", what: fmt.Sprintf("tool calls/s, %d concurrent run(s) through the actors: group commit vs single publishes", runs), target: 0.9,
+			note: "SyncAlways; two nodes, a server each, one disk; target: 1 run >= 0.9, 512 runs >= 4"}
+		if runs >= 512 {
+			r.target = 4
+		}
+		for rep := 0; rep < cfg.reps; rep++ {
+			g, err := grouped.loader(runs)
+			if err != nil {
+				return nil, err
+			}
+			one, err := single.loader(runs)
+			if err != nil {
+				return nil, err
+			}
+			gm, sm := grouped.mark(), single.mark()
+			gst, sst, err := versus(cfg.runDuration, g, one)
+			if err != nil {
+				return nil, err
+			}
+			gcalls, _, gdesc := grouped.calls(gst, gm)
+			scalls, _, sdesc := single.calls(sst, sm)
+			r.ratio = append(r.ratio, gcalls/scalls)
+			r.cairn, r.baseline = gdesc, "single publishes: "+sdesc
 		}
 		rows = append(rows, r)
 	}

@@ -40,10 +40,14 @@ import (
 )
 
 type config struct {
-	duration  time.Duration
-	reps      int
-	writers   []int
-	scenarios map[string]bool
+	duration time.Duration
+	// runDuration is B3's and B3gc's: their operation is a whole run,
+	// which lasts about a second with 512 at once, so a slice must be
+	// several seconds long to be more than its ramp.
+	runDuration time.Duration
+	reps        int
+	writers     []int
+	scenarios   map[string]bool
 	// gc configures the store's group commit (zero: the defaults).
 	gc jetstream.GroupCommit
 	// parked: B5's numbers of parked runs.
@@ -70,7 +74,8 @@ func main() {
 	maybeServeNATS()
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
-	scen := flag.String("scenarios", "B1,B1gc,B2,B3,B4,B5,B6,B7,B8", "scenarios to run")
+	runD := flag.Duration("run-d", 16*time.Second, "duration of each measurement of B3 and B3gc (whole runs; slices of a quarter)")
+	scen := flag.String("scenarios", "B1,B1gc,B2,B3,B3gc,B4,B5,B6,B7,B8", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
@@ -87,7 +92,7 @@ func main() {
 	flag.IntVar(&gc.MaxBatch, "gc-max", 0, "group commit: largest batch (0: default)")
 	flag.IntVar(&gc.MaxInflight, "gc-inflight", 0, "group commit: batches in flight (0: default)")
 	flag.Parse()
-	cfg := config{duration: *d, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, b7Runs: *b7Runs, heapProfile: *heapProfile, chain: *chain}
+	cfg := config{duration: *d, runDuration: *runD, reps: *reps, scenarios: map[string]bool{}, gc: gc, b8Runs: *b8Runs, b8Events: *b8Events, b7Runs: *b7Runs, heapProfile: *heapProfile, chain: *chain}
 	for _, s := range strings.Split(*scen, ",") {
 		cfg.scenarios[strings.ToUpper(strings.TrimSpace(s))] = true
 	}
@@ -138,7 +143,7 @@ func ints(flagName, list string) ([]int, error) {
 // smokeConfig is a run small enough for CI that still drives every
 // scenario's whole path.
 func smokeConfig(scenarios map[string]bool) config {
-	return config{duration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, chain: 10, b8Runs: 10, b8Events: 10, b7Runs: 10}
+	return config{duration: 200 * time.Millisecond, runDuration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, chain: 10, b8Runs: 10, b8Events: 10, b7Runs: 10}
 }
 
 func run(ctx context.Context, cfg config) ([]row, error) {
@@ -168,6 +173,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 	}
 	if cfg.scenarios["B3"] {
 		r, err := b3(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B3GC"] {
+		r, err := b3gc(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
