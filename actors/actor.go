@@ -72,7 +72,13 @@ func (a *runActor) Receive(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		if !a.running && a.timer == nil {
 			ctx.Stop(ctx.Self()) // passivate: the run's state is in the log
+			return
 		}
+		// Busy (an attempt longer than the idle timeout, a retry waiting):
+		// protoactor-go cancels the receive timeout when it fires, so it
+		// must be armed again, or the actor would never passivate and a run
+		// that parks after a long model call would stay in memory for good.
+		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
 	case *actor.Stopping:
 		// Work in hand (an attempt, a retry) while the actor is stopped
 		// from outside: a topology change moved the run to another member

@@ -622,3 +622,42 @@ func TestWallClockBudgetEndsParkedRun(t *testing.T) {
 		t.Fatalf("= %s, %v; want the run failed on its wall-clock budget", st, err)
 	}
 }
+
+// slowFirst delays its model's first answer past the node's idle timeout.
+type slowFirst struct {
+	model.Model
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowFirst) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	s.once.Do(func() { time.Sleep(s.delay) })
+	return s.Model.Generate(ctx, req)
+}
+
+// A run whose attempt outlasts the idle timeout (a slow model call) and
+// then parks is passivated all the same: protoactor cancels an actor's
+// receive timeout when it fires during the attempt, and a run actor that
+// did not arm it again stayed in memory for as long as the node ran.
+func TestParkedRunPassivatesAfterALongAttempt(t *testing.T) {
+	g := &gate{} // the children never finish
+	p := &parked{}
+	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: &slowFirst{Model: threeChildren(), delay: 1500 * time.Millisecond},
+		child: childModel{g: g}, idle: 300 * time.Millisecond, sink: p.sink}
+	n := h.start(t)
+	defer n.Close()
+	_, run, err := n.Run(context.Background(), "planner", "Park after a slow step.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitParked(t, p, run)
+	// The three children are in their model calls (live); the parked
+	// parent must go.
+	deadline := time.Now().Add(30 * time.Second)
+	for n.LiveRuns() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d run actors live 30s after the parent parked, want the 3 children only", n.LiveRuns())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -120,7 +120,9 @@ type Node struct {
 	caps     map[string]runtime.Capability
 	logger   *slog.Logger
 
-	consume jetstream.ConsumeContext
+	consume   jetstream.ConsumeContext
+	wakes     wakeQueue
+	deadlines *deadlines
 	// finishing bounds the completions handled at once; handlers holds
 	// them so that shutdown waits for them.
 	finishing chan struct{}
@@ -171,6 +173,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
 		watchers: map[string][]chan struct{}{}, drain: make(chan struct{})}
+	// Real time, not cfg.Now: a deadline is a timer's business.
+	n.deadlines = newDeadlines(time.Now, func(sessionID, runID string) {
+		n.mu.Lock()
+		closed := n.closed
+		n.mu.Unlock()
+		if !closed {
+			n.wake(sessionID, runID, "deadline")
+		}
+	})
 	for _, c := range cfg.Capabilities {
 		n.caps[c.Name] = c
 	}
@@ -276,6 +287,16 @@ func (n *Node) current() *member {
 	return n.member
 }
 
+// LiveRuns is the number of run actors live on this node: runs in an
+// attempt, and parked ones not yet passivated (IdleTimeout). A parked,
+// passivated run costs no actor.
+func (n *Node) LiveRuns() int {
+	m := n.current()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.local)
+}
+
 // MemberID is the ID of this node's current cluster member; it is the
 // holder named in the lease of every run the member opens.
 func (n *Node) MemberID() string { return n.current().id }
@@ -304,6 +325,7 @@ func (n *Node) Close() {
 }
 
 func (n *Node) shutdown() {
+	n.deadlines.stop()
 	if n.consume != nil {
 		n.consume.Stop()
 	}
@@ -541,14 +563,6 @@ func jsonUnmarshal(b []byte, v any) error {
 
 func identity(sessionID, runID string) string { return sessionID + "." + runID }
 
-// wake tells a run's actor to start or resume, without blocking the caller.
-// A member that just started may not know itself as the owner of any
-// identity yet: the request is retried with backoff (bounded) until it is
-// delivered or the node closes.
-func (n *Node) wake(sessionID, runID, reason string) {
-	go n.request(identity(sessionID, runID), &actorspb.Wake{SessionId: sessionID, RunId: runID, Reason: reason})
-}
-
 func (n *Node) request(id string, msg any) bool {
 	delay := 50 * time.Millisecond
 	for attempt := 0; attempt < 12; attempt++ {
@@ -583,16 +597,7 @@ func (n *Node) request(id string, msg any) bool {
 }
 
 // wakeAt wakes a run at a time (a wait's deadline).
-func (n *Node) wakeAt(sessionID, runID string, at time.Time) {
-	time.AfterFunc(time.Until(at)+10*time.Millisecond, func() {
-		n.mu.Lock()
-		closed := n.closed
-		n.mu.Unlock()
-		if !closed {
-			n.wake(sessionID, runID, "deadline")
-		}
-	})
-}
+func (n *Node) wakeAt(sessionID, runID string, at time.Time) { n.deadlines.add(sessionID, runID, at) }
 
 // stop tells a run's actor to stop its attempt.
 func (n *Node) stop(sessionID, runID, reason string) {

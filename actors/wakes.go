@@ -1,0 +1,174 @@
+package actors
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+
+	"github.com/cairn-agents/cairn/actors/actorspb"
+)
+
+// wakeWorkers bounds the wake requests in flight on a node.
+const wakeWorkers = 256
+
+// wakeQueue holds wake requests for a bounded number of workers. A node
+// that starts with 100,000 active runs, or a burst of spawns, queues their
+// wakes at a few dozen bytes each instead of a goroutine and protoactor
+// futures each: protoactor's process registry, where every request
+// registers a future, is a set of Go maps that keep the size of their
+// peak for as long as the node runs (measured in B5: most of a parked
+// run's cost was that peak).
+type wakeQueue struct {
+	mu      sync.Mutex
+	queue   []wakeReq
+	workers int
+}
+
+type wakeReq struct{ session, run, reason string }
+
+// wake tells a run's actor to start or resume, without blocking the caller.
+// A member that just started may not know itself as the owner of any
+// identity yet: the request is retried with backoff (bounded) until it is
+// delivered or the node closes.
+func (n *Node) wake(sessionID, runID, reason string) {
+	q := &n.wakes
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.queue = append(q.queue, wakeReq{sessionID, runID, reason})
+	if q.workers < wakeWorkers {
+		q.workers++
+		go n.wakeWorker()
+	}
+}
+
+func (n *Node) wakeWorker() {
+	q := &n.wakes
+	for {
+		q.mu.Lock()
+		n.mu.Lock()
+		closed := n.closed
+		n.mu.Unlock()
+		if len(q.queue) == 0 || closed { // closing: the next owner wakes what is active
+			q.queue = nil
+			q.workers--
+			q.mu.Unlock()
+			return
+		}
+		r := q.queue[0]
+		q.queue[0] = wakeReq{}
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: r.reason})
+	}
+}
+
+// deadlines wakes parked runs at their wait deadlines with one timer for
+// the whole node: a heap ordered by time with one entry per run (a run
+// that parks again keeps its earliest deadline, where a timer per park
+// piled up until each fired, a day later for a day's budget).
+type deadlines struct {
+	mu    sync.Mutex
+	h     deadlineHeap
+	byRun map[string]*deadline // by identity
+	timer *time.Timer
+	next  int64 // unix nanos the timer is set for; 0: none
+	fire  func(sessionID, runID string)
+	now   func() time.Time
+}
+
+type deadline struct {
+	at           int64
+	session, run string
+	i            int
+}
+
+type deadlineHeap []*deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].i, h[j].i = i, j
+}
+func (h *deadlineHeap) Push(x any) {
+	d := x.(*deadline)
+	d.i = len(*h)
+	*h = append(*h, d)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return d
+}
+
+func newDeadlines(now func() time.Time, fire func(sessionID, runID string)) *deadlines {
+	return &deadlines{byRun: map[string]*deadline{}, fire: fire, now: now}
+}
+
+// add schedules a wake of the run at at, unless an earlier one is due.
+func (d *deadlines) add(sessionID, runID string, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := identity(sessionID, runID)
+	ns := at.UnixNano()
+	if e := d.byRun[key]; e != nil {
+		if e.at <= ns {
+			return
+		}
+		e.at = ns
+		heap.Fix(&d.h, e.i)
+	} else {
+		e := &deadline{at: ns, session: sessionID, run: runID}
+		d.byRun[key] = e
+		heap.Push(&d.h, e)
+	}
+	d.armLocked()
+}
+
+// armLocked sets the timer for the earliest deadline.
+func (d *deadlines) armLocked() {
+	if len(d.h) == 0 {
+		return
+	}
+	first := d.h[0].at
+	if d.next != 0 && d.next <= first {
+		return
+	}
+	d.next = first
+	delay := time.Duration(first-d.now().UnixNano()) + 10*time.Millisecond
+	if d.timer == nil {
+		d.timer = time.AfterFunc(delay, d.expire)
+	} else {
+		d.timer.Reset(delay)
+	}
+}
+
+// expire wakes every run whose deadline passed and arms the next.
+func (d *deadlines) expire() {
+	d.mu.Lock()
+	now := d.now().UnixNano()
+	var due []*deadline
+	for len(d.h) > 0 && d.h[0].at <= now {
+		e := heap.Pop(&d.h).(*deadline)
+		delete(d.byRun, identity(e.session, e.run))
+		due = append(due, e)
+	}
+	d.next = 0
+	d.armLocked()
+	d.mu.Unlock()
+	for _, e := range due {
+		d.fire(e.session, e.run)
+	}
+}
+
+// stop stops the timer; nothing fires after it.
+func (d *deadlines) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.h, d.byRun = nil, map[string]*deadline{}
+}
