@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // ErrBudget is returned by BeforeModel when a root run's budget is spent:
@@ -143,7 +145,9 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 // waits keeps each wait_calls registration: its dependencies and its
 // original deadline, created once per tool call (C28).
 type waits struct {
-	kv  jetstream.KeyValue
+	kv jetstream.KeyValue
+	// w reads a run's registrations (Scan) without a consumer.
+	w   *cjs.Writer
 	now func() time.Time
 }
 
@@ -183,21 +187,20 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 }
 
 // next returns the earliest deadline of a run's waits (zero when none).
+// It runs at every park: batched direct gets of the run's keys, where a
+// key listing would create (and delete) an ordered consumer on the server
+// each time.
 func (w *waits) next(ctx context.Context, runID string) (time.Time, error) {
-	lister, err := w.kv.ListKeysFiltered(ctx, runID+".>")
-	if err != nil {
-		return time.Time{}, err
-	}
 	var earliest int64
-	for key := range lister.Keys() {
-		kve, err := w.kv.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var e waitEntry
-		if json.Unmarshal(kve.Value(), &e) == nil && e.Deadline > 0 && (earliest == 0 || e.Deadline < earliest) {
+	err := w.w.Scan(ctx, "$KV.cairn_waits."+runID+".>", func(_ string, _ uint64, _ nats.Header, data []byte) error {
+		var e waitEntry // a delete marker has no body and is skipped
+		if json.Unmarshal(data, &e) == nil && e.Deadline > 0 && (earliest == 0 || e.Deadline < earliest) {
 			earliest = e.Deadline
 		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("actors: wait deadlines of %s: %w", runID, err)
 	}
 	if earliest == 0 {
 		return time.Time{}, nil

@@ -265,7 +265,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.ledger = &ledger{kv: budgets, w: budgetsW, now: cfg.Now}
-	n.waits = &waits{kv: waitsKV, now: cfg.Now}
+	waitsW, err := n.store.WriterOn(ctx, "KV_cairn_waits")
+	if err != nil {
+		return nil, fmt.Errorf("actors: bucket cairn_waits: %w", err)
+	}
+	n.waits = &waits{kv: waitsKV, w: waitsW, now: cfg.Now}
 
 	m, err := n.startMember(ctx)
 	if err != nil {

@@ -48,14 +48,26 @@ type rawMsg struct {
 	data    []byte
 }
 
+// Scan calls fn with every message on filter (wildcards allowed), in
+// stream order, up to the filter's last message when the call began. It
+// reads with batched direct gets, so unlike a KV key listing it creates no
+// consumer on the server.
+func (w *Writer) Scan(ctx context.Context, filter string, fn func(subject string, seq uint64, header nats.Header, data []byte) error) error {
+	last, err := w.last(ctx, filter)
+	if err != nil || last == nil {
+		return err
+	}
+	return w.scan(ctx, filter, 1, last.Sequence, func(m *rawMsg) error { return fn(m.subject, m.seq, m.header, m.data) })
+}
+
 // scan reads every message matching filter from start to end (inclusive) with
 // batched direct gets: no consumer is created, so a read leaves nothing
 // behind on the server. The protocol (server 2.11+): a request on
 // $JS.API.DIRECT.GET.<stream> with {"batch", "next_by_subj", "seq"} is
 // answered with one message per match, then a 204 status carrying
 // Nats-Num-Pending and Nats-Last-Sequence; no match at all is one 404.
-func (s *Store) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
-	subj := "$JS.API.DIRECT.GET." + s.cfg.Stream
+func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
+	subj := "$JS.API.DIRECT.GET." + w.name
 	seen := start - 1
 	track := func(m *rawMsg) error {
 		seen = m.seq
@@ -65,12 +77,12 @@ func (s *Store) scan(ctx context.Context, filter string, start, end uint64, fn f
 		from := seen + 1
 		for from <= end {
 			req, _ := json.Marshal(map[string]any{"batch": scanBatch, "next_by_subj": filter, "seq": from})
-			inbox := s.nc.NewRespInbox()
-			sub, err := s.nc.SubscribeSync(inbox)
+			inbox := w.nc.NewRespInbox()
+			sub, err := w.nc.SubscribeSync(inbox)
 			if err != nil {
 				return fmt.Errorf("jetstream: scan %s: %w", filter, err)
 			}
-			next, done, err := s.scanBatch(ctx, sub, subj, inbox, req, end, track)
+			next, done, err := w.scanBatch(ctx, sub, subj, inbox, req, end, track)
 			_ = sub.Unsubscribe()
 			if err != nil {
 				return fmt.Errorf("jetstream: scan %s from %d: %w", filter, from, err)
@@ -83,20 +95,20 @@ func (s *Store) scan(ctx context.Context, filter string, start, end uint64, fn f
 		// end is the leader's last matching sequence. A direct get answered
 		// by a follower that is behind stops short of it: wait (bounded) for
 		// the follower and read on from where it stopped.
-		if seen >= end || s.cfg.Replicas <= 1 {
+		if seen >= end || w.replicas <= 1 {
 			return nil
 		}
-		if catchUp >= s.cfg.Retries {
+		if catchUp >= w.retries {
 			return fmt.Errorf("jetstream: scan %s: the replica answering stopped at %d, the leader has %d", filter, seen, end)
 		}
-		if err := s.sleep(ctx, catchUp); err != nil {
+		if err := w.sleep(ctx, catchUp); err != nil {
 			return err
 		}
 	}
 }
 
-func (s *Store) scanBatch(ctx context.Context, sub *nats.Subscription, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {
-	if err := s.nc.PublishRequest(subj, inbox, req); err != nil {
+func (w *Writer) scanBatch(ctx context.Context, sub *nats.Subscription, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {
+	if err := w.nc.PublishRequest(subj, inbox, req); err != nil {
 		return 0, false, err
 	}
 	for {

@@ -366,3 +366,40 @@ func TestWriterLingerGathersSmallGroups(t *testing.T) {
 	}
 	_ = kv
 }
+
+// Scan reads every message of a filter, in order, without a consumer.
+func TestWriterScan(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	_, w := kvWriter(t, nc, "scan", jetstream.WriterConfig{})
+	ctx := context.Background()
+	for i := 0; i < 1200; i++ { // more than one batched direct get
+		key := fmt.Sprintf("r1.k%04d", i)
+		if i%2 == 1 {
+			key = fmt.Sprintf("r2.k%04d", i)
+		}
+		if _, err := w.Write(ctx, kvMsg("scan", key, fmt.Sprint(i)), "s"+key, "", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	var last uint64
+	err := w.Scan(ctx, "$KV.scan.r1.>", func(subject string, seq uint64, _ nats.Header, data []byte) error {
+		if seq <= last {
+			t.Errorf("seq %d after %d", seq, last)
+		}
+		last = seq
+		got = append(got, string(data))
+		return nil
+	})
+	if err != nil || len(got) != 600 || got[0] != "0" || got[599] != "1198" {
+		t.Fatalf("%d messages (%v...), %v; want 600 from 0 to 1198", len(got), got[:min(len(got), 3)], err)
+	}
+	if err := w.Scan(ctx, "$KV.scan.none.>", func(string, uint64, nats.Header, []byte) error { t.Error("a message on an empty filter"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	cons, _ := njs.New(nc)
+	st, _ := cons.Stream(ctx, "KV_scan")
+	if info, err := st.Info(ctx); err != nil || info.State.Consumers != 0 {
+		t.Errorf("consumers %d, %v; want none", info.State.Consumers, err)
+	}
+}
