@@ -21,13 +21,15 @@ import (
 type controller struct {
 	n   *Node
 	run *events.Run
+	// budget is the attempt's view of its root's budget entry.
+	budget *budgetView
 }
 
 var _ runtime.Controller = (*controller)(nil)
 
 // BeforeModel reserves a step of the root's budget (C24, C35).
 func (c *controller) BeforeModel(ctx context.Context) error {
-	return c.n.ledger.reserve(ctx, c.run.RootRunID)
+	return c.n.ledger.reserve(ctx, c.run.RootRunID, c.budget)
 }
 
 // child is an owned child call.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,24 +55,71 @@ func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error 
 	return nil
 }
 
+// budgetView is what one attempt last knew of its root's entry, from its
+// own read or write: the next compare-and-set is tried at that revision
+// without reading first. If anyone wrote since (a child, another attempt)
+// the write is fenced out and the entry read again, so only the read is
+// saved, never the check: at most one view per attempt, which writes its
+// root's entry about twice per model step.
+type budgetView struct {
+	mu  sync.Mutex
+	e   budgetEntry
+	rev uint64 // 0: nothing known
+}
+
+func (v *budgetView) take() (budgetEntry, uint64) {
+	if v == nil {
+		return budgetEntry{}, 0
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, rev := v.e, v.rev
+	v.rev = 0
+	return e, rev
+}
+
+func (v *budgetView) set(e budgetEntry, rev uint64) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.e, v.rev = e, rev
+}
+
+// read returns a root's entry and its revision.
+func (l *ledger) read(ctx context.Context, root string) (budgetEntry, uint64, error) {
+	kve, err := l.kv.Get(ctx, root)
+	if err != nil {
+		return budgetEntry{}, 0, fmt.Errorf("actors: budget of %s: %w", root, err)
+	}
+	var e budgetEntry
+	if err := json.Unmarshal(kve.Value(), &e); err != nil {
+		return budgetEntry{}, 0, fmt.Errorf("actors: budget of %s: %w", root, err)
+	}
+	return e, kve.Revision(), nil
+}
+
 // update applies f to a root's entry with compare-and-set, retrying on
-// concurrent updates.
-func (l *ledger) update(ctx context.Context, root string, f func(e *budgetEntry) error) (budgetEntry, error) {
+// concurrent updates. With a view it starts from what the view knows.
+// f may see an entry older than the stored one: others only add to an
+// entry, so a limit f finds spent is spent.
+func (l *ledger) update(ctx context.Context, root string, view *budgetView, f func(e *budgetEntry) error) (budgetEntry, error) {
 	for {
-		kve, err := l.kv.Get(ctx, root)
-		if err != nil {
-			return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
-		}
-		var e budgetEntry
-		if err := json.Unmarshal(kve.Value(), &e); err != nil {
-			return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
+		e, rev := view.take()
+		if rev == 0 {
+			var err error
+			if e, rev, err = l.read(ctx, root); err != nil {
+				return budgetEntry{}, err
+			}
 		}
 		if err := f(&e); err != nil {
 			return e, err
 		}
 		v, _ := json.Marshal(e)
-		_, err = l.w.update(ctx, root, v, kve.Revision())
+		seq, err := l.w.update(ctx, root, v, rev)
 		if err == nil {
+			view.set(e, seq)
 			return e, nil
 		}
 		if !errors.Is(err, runtime.ErrConflict) {
@@ -84,8 +132,8 @@ func (l *ledger) update(ctx context.Context, root string, f func(e *budgetEntry)
 }
 
 // reserve takes one step, or fails with ErrBudget.
-func (l *ledger) reserve(ctx context.Context, root string) error {
-	_, err := l.update(ctx, root, func(e *budgetEntry) error {
+func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) error {
+	_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
 		switch {
 		case e.Deadline > 0 && l.now().UnixNano() >= e.Deadline:
 			return fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, time.Unix(0, e.Deadline).UTC().Format(time.RFC3339))
@@ -100,16 +148,14 @@ func (l *ledger) reserve(ctx context.Context, root string) error {
 	return err
 }
 
-// deadline returns a root's wall-clock deadline (zero when none).
-func (l *ledger) deadline(ctx context.Context, root string) (time.Time, error) {
-	kve, err := l.kv.Get(ctx, root)
+// deadline returns a root's wall-clock deadline (zero when none); the
+// entry read seeds view, when given.
+func (l *ledger) deadline(ctx context.Context, root string, view *budgetView) (time.Time, error) {
+	e, rev, err := l.read(ctx, root)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("actors: budget of %s: %w", root, err)
-	}
-	var e budgetEntry
-	if err := json.Unmarshal(kve.Value(), &e); err != nil {
 		return time.Time{}, err
 	}
+	view.set(e, rev)
 	if e.Deadline == 0 {
 		return time.Time{}, nil
 	}
@@ -118,12 +164,7 @@ func (l *ledger) deadline(ctx context.Context, root string) (time.Time, error) {
 
 // usage returns a root's totals.
 func (l *ledger) usage(ctx context.Context, root string) (budgetEntry, error) {
-	kve, err := l.kv.Get(ctx, root)
-	if err != nil {
-		return budgetEntry{}, fmt.Errorf("actors: budget of %s: %w", root, err)
-	}
-	var e budgetEntry
-	err = json.Unmarshal(kve.Value(), &e)
+	e, _, err := l.read(ctx, root)
 	return e, err
 }
 
@@ -131,10 +172,11 @@ func (l *ledger) usage(ctx context.Context, root string) (budgetEntry, error) {
 type recorder struct {
 	l    *ledger
 	root string
+	view *budgetView
 }
 
 func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usage) error {
-	_, err := r.l.update(ctx, r.root, func(e *budgetEntry) error {
+	_, err := r.l.update(ctx, r.root, r.view, func(e *budgetEntry) error {
 		e.InputTokens += u.InputTokens
 		e.OutputTokens += u.OutputTokens
 		return nil

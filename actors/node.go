@@ -675,11 +675,13 @@ func (n *Node) finished(msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
+	// Result waiters read the outcome from the log: they need not wait for
+	// the active set's write (redelivery repeats both if it fails).
+	n.notify(runID)
 	if err := n.activeW.delete(ctx, runID); err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	n.notify(runID)
 	if rec.ParentRunID != "" {
 		if !n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
 			SessionId: rec.ParentSessionID, RunId: rec.ParentRunID, ChildSessionId: sessionID, ChildRunId: runID, CallId: rec.ParentCallID,
@@ -715,7 +717,8 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 	if !ok {
 		return nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
 	}
-	if dl, err := n.ledger.deadline(ctx, rec.RootRunID); err != nil {
+	budget := &budgetView{}
+	if dl, err := n.ledger.deadline(ctx, rec.RootRunID, budget); err != nil {
 		return nil, err
 	} else if !dl.IsZero() {
 		if !n.now().Before(dl) {
@@ -743,9 +746,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 	}
 	in := runtime.Input{
 		Definition: a.Definition, Subagents: subs,
-		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID}),
+		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID, view: budget}),
 		ModelLimits: a.Limits, Store: store, Backend: backend, ExecutorFactory: n.cfg.Executors,
-		Controller: &controller{n: n, run: rec}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
+		Controller: &controller{n: n, run: rec, budget: budget}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
 		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
 		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}

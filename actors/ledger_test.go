@@ -1,0 +1,58 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+// C24: attempts that reserve from views of the entry that others made
+// stale never overspend: a stale compare-and-set is fenced out, the entry
+// read again, the limit checked on what is stored. Tokens recorded through
+// a view land once.
+func TestLedgerViewsNeverOverspend(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cairn_budgets", Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_cairn_budgets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{kv: kv, w: newKVWriter(w, "cairn_budgets"), now: time.Now}
+	if err := l.open(ctx, "root", runtime.Budget{Steps: 3}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := &budgetView{}, &budgetView{}
+	for _, v := range []*budgetView{a, b} {
+		if _, err := l.deadline(ctx, "root", v); err != nil { // both seeded at the same revision
+			t.Fatal(err)
+		}
+	}
+	for i, v := range []*budgetView{a, b, a} { // b and then a reserve from stale views
+		if err := l.reserve(ctx, "root", v); err != nil {
+			t.Fatalf("reservation %d: %v", i+1, err)
+		}
+	}
+	if err := (recorder{l: l, root: "root", view: b}).RecordUsage(ctx, model.PurposeStep, model.Usage{InputTokens: 7, OutputTokens: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.reserve(ctx, "root", b); !errors.Is(err, ErrBudget) {
+		t.Fatalf("fourth reservation of 3 steps: %v, want ErrBudget", err)
+	}
+	e, err := l.usage(ctx, "root")
+	if err != nil || e.UsedSteps != 3 || e.InputTokens != 7 || e.OutputTokens != 5 {
+		t.Fatalf("entry %+v, %v; want 3 steps, 7+5 tokens", e, err)
+	}
+}
