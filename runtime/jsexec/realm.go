@@ -138,7 +138,7 @@ func newRealm(caps []string, lim Limits, absoluteHeap bool) (*realm, error) {
 	vm.SetMaxCallStackSize(lim.MaxCallStackSize)
 	r := &realm{vm: vm, lim: lim, absoluteHeap: absoluteHeap}
 
-	hv, err := vm.RunString(helperSource)
+	hv, err := vm.RunProgram(helperProgram)
 	if err != nil {
 		return nil, fmt.Errorf("jsexec: realm helpers: %w", err)
 	}
@@ -259,7 +259,7 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 		r.cur = nil
 	}()
 
-	prg, cerr := goja.Compile(scriptName, wrapPrefix+s.Code+wrapSuffix, false)
+	prg, cerr := programs.compile(s.Code)
 	if cerr != nil {
 		return sr.outcome(&jstool.Failure{Kind: "exception", Message: truncate(fixPositions(cerr.Error()), maxMessageBytes)}), nil
 	}
