@@ -237,8 +237,14 @@ func (r *Runner) handle(m jetstream.Msg) {
 	}
 	seq := meta.Sequence.Stream
 	if !r.serverSide && !matchAny(r.f.Projection().Filters(), m.Subject()) {
+		// The position moves past it, and whoever waits for a position
+		// (WaitFor) is told: a log that ends with events no filter matches
+		// would otherwise leave a waiter asleep until the next match.
 		r.mu.Lock()
 		r.f.Skip(seq)
+		r.dirty = true
+		close(r.changed)
+		r.changed = make(chan struct{})
 		r.mu.Unlock()
 		if r.cfg.StateBucket != "" {
 			_ = m.Ack()
@@ -393,6 +399,12 @@ func (r *Runner) Close(ctx context.Context) error {
 	}
 	r.cc.Stop()
 	<-r.cc.Closed()
+	// The acknowledgements of what was applied reach the server before the
+	// state is saved: the next start finds the consumer's ack floor at the
+	// saved position and reuses it.
+	if err := r.js.Conn().FlushWithContext(ctx); err != nil {
+		r.log.Debug("projections: flush acknowledgements", "err", err)
+	}
 	close(r.stop)
 	<-r.done
 	return r.Save(ctx)
