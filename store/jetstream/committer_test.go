@@ -120,20 +120,7 @@ func (c *batchCounter) config(gc jetstream.GroupCommit) jetstream.Config {
 // allowed).
 func subjectCount(t *testing.T, nc *nats.Conn, subject string) uint64 {
 	t.Helper()
-	js, _ := njs.New(nc)
-	st, err := js.Stream(context.Background(), "CAIRN")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(context.Background(), njs.WithSubjectFilter(subject))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n
+	return streamMsgs(t, nc, "CAIRN", subject)
 }
 
 // One stale writer takes part in batch after batch: its commit fails every
