@@ -250,18 +250,10 @@ func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.Wa
 // parent) happens only from the completed commit itself.
 func (c *controller) Complete(ctx context.Context, reply runtime.Reply) (err error) {
 	defer classify(&err)
-	lister, err := c.n.children.ListKeysFiltered(ctx, c.run.RunID+".>")
-	if err != nil {
-		return fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
-	}
 	var active []string
-	for key := range lister.Keys() {
-		kve, err := c.n.children.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
-		}
+	err = c.n.childrenW.entries(ctx, c.run.RunID, func(_ string, value []byte) error {
 		var ch child
-		if err := jsonUnmarshal(kve.Value(), &ch); err != nil {
+		if err := jsonUnmarshal(value, &ch); err != nil {
 			return err
 		}
 		st, err := c.n.log.status(ctx, ch.SessionID, ch.RunID)
@@ -271,6 +263,10 @@ func (c *controller) Complete(ctx context.Context, reply runtime.Reply) (err err
 		if st.Status.Active() {
 			active = append(active, ch.CallID)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
 	}
 	if len(active) > 0 {
 		sort.Strings(active)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -66,9 +69,40 @@ func (k *kvWriter) delete(ctx context.Context, key string) error {
 	return err
 }
 
+// entries calls fn with the value of every key under prefix (the keys
+// "<prefix>.>"), in key order, as Get would return it: the last value of
+// each key, deleted and purged keys left out. It reads with batched direct
+// gets: a key listing (ListKeysFiltered) would create and delete an
+// ordered consumer on the server at every call, and then need a Get per
+// key besides.
+func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key string, value []byte) error) error {
+	values := map[string][]byte{}
+	subjPrefix := "$KV." + k.bucket + "."
+	err := k.w.Scan(ctx, subjPrefix+prefix+".>", func(subject string, _ uint64, header nats.Header, data []byte) error {
+		key := strings.TrimPrefix(subject, subjPrefix)
+		switch header.Get(kvOperation) {
+		case kvOperationDel, kvOperationPurge:
+			delete(values, key)
+		default:
+			values[key] = data
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, key := range slices.Sorted(maps.Keys(values)) {
+		if err := fn(key, values[key]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // The KV wire format's delete marker (nats.go's jetstream package keeps
 // these names unexported).
 const (
-	kvOperation    = "KV-Operation"
-	kvOperationDel = "DEL"
+	kvOperation      = "KV-Operation"
+	kvOperationDel   = "DEL"
+	kvOperationPurge = "PURGE"
 )

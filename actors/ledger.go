@@ -8,12 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
-	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // ErrBudget is returned by BeforeModel when a root run's budget is spent:
@@ -188,8 +186,9 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 // original deadline, created once per tool call (C28).
 type waits struct {
 	kv jetstream.KeyValue
-	// w reads a run's registrations (Scan) without a consumer.
-	w   *cjs.Writer
+	// w creates registrations (batched with the node's other writes) and
+	// lists a run's without a consumer.
+	w   *kvWriter
 	now func() time.Time
 }
 
@@ -210,11 +209,11 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 	}
 	v, _ := json.Marshal(e)
 	key := waitKey(runID, callID)
-	_, err := w.kv.Create(ctx, key, v)
+	_, err := w.w.create(ctx, key, v)
 	if err == nil {
 		return e, nil
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if !errors.Is(err, runtime.ErrConflict) {
 		return waitEntry{}, fmt.Errorf("actors: register wait: %w", err)
 	}
 	kve, err := w.kv.Get(ctx, key)
@@ -234,8 +233,8 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 // each time.
 func (w *waits) next(ctx context.Context, runID string) (time.Time, error) {
 	var earliest int64
-	err := w.w.Scan(ctx, "$KV.cairn_waits."+runID+".>", func(_ string, _ uint64, _ nats.Header, data []byte) error {
-		var e waitEntry // a delete marker has no body and is skipped
+	err := w.w.entries(ctx, runID, func(_ string, data []byte) error {
+		var e waitEntry
 		if json.Unmarshal(data, &e) == nil && e.Deadline > 0 && (earliest == 0 || e.Deadline < earliest) {
 			earliest = e.Deadline
 		}

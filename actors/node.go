@@ -116,9 +116,11 @@ type Node struct {
 	children jetstream.KeyValue
 	active   jetstream.KeyValue
 	activeW  *kvWriter
-	models   map[string]model.Model
-	caps     map[string]runtime.Capability
-	logger   *slog.Logger
+	// childrenW writes and lists the children bucket.
+	childrenW *kvWriter
+	models    map[string]model.Model
+	caps      map[string]runtime.Capability
+	logger    *slog.Logger
 
 	consume   jetstream.ConsumeContext
 	wakes     wakeQueue
@@ -264,10 +266,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.activeW, err = writer("cairn_active"); err != nil {
 		return nil, err
 	}
+	if n.childrenW, err = writer("cairn_children"); err != nil {
+		return nil, err
+	}
 	n.ledger = &ledger{kv: budgets, w: budgetsW, now: cfg.Now}
-	waitsW, err := n.store.WriterOn(ctx, "KV_cairn_waits")
+	waitsW, err := writer("cairn_waits")
 	if err != nil {
-		return nil, fmt.Errorf("actors: bucket cairn_waits: %w", err)
+		return nil, err
 	}
 	n.waits = &waits{kv: waitsKV, w: waitsW, now: cfg.Now}
 
@@ -458,23 +463,19 @@ func (n *Node) Status(ctx context.Context, sessionID, runID string) (runtime.Cal
 
 // Children lists a run's children in no particular order.
 func (n *Node) Children(ctx context.Context, runID string) ([]events.Run, error) {
-	lister, err := n.children.ListKeysFiltered(ctx, runID+".>")
-	if err != nil {
-		return nil, err
-	}
 	var out []events.Run
-	for key := range lister.Keys() {
-		kve, err := n.children.Get(ctx, key)
-		if err != nil {
-			continue
-		}
+	err := n.childrenW.entries(ctx, runID, func(_ string, value []byte) error {
 		var ch child
-		if jsonUnmarshal(kve.Value(), &ch) != nil {
-			continue
+		if jsonUnmarshal(value, &ch) != nil {
+			return nil
 		}
 		if rec, err := n.log.readRun(ctx, ch.SessionID, ch.RunID); err == nil && rec != nil {
 			out = append(out, *rec)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("actors: children of %s: %w", runID, err)
 	}
 	return out, nil
 }
@@ -548,7 +549,7 @@ func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
 // track records a child of a run and marks the child active.
 func (n *Node) track(ctx context.Context, key string, ch child, rec *events.Run) error {
 	v, _ := json.Marshal(ch)
-	if _, err := n.children.Put(ctx, key, v); err != nil {
+	if _, err := n.childrenW.put(ctx, key, v); err != nil {
 		return fmt.Errorf("actors: track child %s: %w", ch.RunID, err)
 	}
 	st, err := n.log.status(ctx, ch.SessionID, ch.RunID)
