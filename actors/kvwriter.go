@@ -70,15 +70,19 @@ func (k *kvWriter) delete(ctx context.Context, key string) error {
 }
 
 // entries calls fn with the value of every key under prefix (the keys
-// "<prefix>.>"), in key order, as Get would return it: the last value of
-// each key, deleted and purged keys left out. It reads with batched direct
-// gets: a key listing (ListKeysFiltered) would create and delete an
-// ordered consumer on the server at every call, and then need a Get per
-// key besides.
+// "<prefix>.>"; every key for ""), in key order, as Get would return it:
+// the last value of each key, deleted and purged keys left out. It reads
+// with batched direct gets: a key listing or a watcher would create and
+// delete an ordered consumer on the server at every call, and a listing
+// then needs a Get per key besides.
 func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key string, value []byte) error) error {
 	values := map[string][]byte{}
 	subjPrefix := "$KV." + k.bucket + "."
-	err := k.w.Scan(ctx, subjPrefix+prefix+".>", func(subject string, _ uint64, header nats.Header, data []byte) error {
+	filter := subjPrefix + ">"
+	if prefix != "" {
+		filter = subjPrefix + prefix + ".>"
+	}
+	err := k.w.Scan(ctx, filter, func(subject string, _ uint64, header nats.Header, data []byte) error {
 		key := strings.TrimPrefix(subject, subjPrefix)
 		switch header.Get(kvOperation) {
 		case kvOperationDel, kvOperationPurge:

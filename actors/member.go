@@ -16,7 +16,6 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
@@ -335,33 +334,20 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	}
 	rdv := cluster.NewRendezvous()
 	rdv.UpdateMembers(members)
-	w, err := n.active.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("actors: sweep: watch active runs: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	var mine []activeEntry
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errors.New("actors: sweep: watch ended")
-			}
-			if e == nil {
-				done = true
-				break
-			}
-			var a activeRun
-			if jsonUnmarshal(e.Value(), &a) != nil {
-				continue
-			}
-			id := identity(a.SessionID, e.Key())
-			if rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: id, Kind: runKind}) == m.addr {
-				mine = append(mine, activeEntry{session: a.SessionID, run: e.Key()})
-			}
+	err := n.activeW.entries(ctx, "", func(run string, value []byte) error {
+		var a activeRun
+		if jsonUnmarshal(value, &a) != nil {
+			return nil
 		}
+		id := identity(a.SessionID, run)
+		if rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: id, Kind: runKind}) == m.addr {
+			mine = append(mine, activeEntry{session: a.SessionID, run: run})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("actors: sweep: read active runs: %w", err)
 	}
 	woken := 0
 	for _, a := range mine {

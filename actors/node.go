@@ -53,6 +53,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/lru"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
@@ -114,9 +115,9 @@ type Node struct {
 	ledger   *ledger
 	waits    *waits
 	children jetstream.KeyValue
-	active   jetstream.KeyValue
-	activeW  *kvWriter
-	// childrenW writes and lists the children bucket.
+	// activeW writes and lists the active set (bucket cairn_active),
+	// childrenW the children's bucket.
+	activeW   *kvWriter
 	childrenW *kvWriter
 	models    map[string]model.Model
 	caps      map[string]runtime.Capability
@@ -227,7 +228,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
-	n.log = &log{store: n.store, now: cfg.Now}
+	n.log = &log{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) (jetstream.KeyValue, error) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Storage: jetstream.FileStorage, Replicas: replicas})
@@ -247,7 +248,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.children, err = bucket("cairn_children"); err != nil {
 		return nil, err
 	}
-	if n.active, err = bucket("cairn_active"); err != nil {
+	if _, err = bucket("cairn_active"); err != nil {
 		return nil, err
 	}
 	writer := func(bucket string) (*kvWriter, error) {

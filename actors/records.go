@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/lru"
 	"github.com/cairn-agents/cairn/runtime"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
@@ -35,7 +36,18 @@ func keyOf(s string) string {
 type log struct {
 	store *cjs.Store
 	now   func() time.Time
+	// records caches run records read from the log. A record is written
+	// once (its subject is fenced at creation) and never changed, so a
+	// record read once is the record; every attempt and every completion
+	// reads its run's.
+	records *lru.Cache[string, events.Run]
 }
+
+// Bounds of the run record cache: records carry the run's message.
+const (
+	recordCacheItems = 8192
+	recordCacheBytes = 16 << 20
+)
 
 func (l *log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	m, err := l.store.Last(ctx, subject)
@@ -114,10 +126,19 @@ func (l *log) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*e
 
 // readRun returns a run's record, nil when there is none.
 func (l *log) readRun(ctx context.Context, sessionID, runID string) (*events.Run, error) {
+	key := sessionID + "/" + runID
+	if l.records != nil {
+		if r, ok := l.records.Get(key); ok {
+			return &r, nil
+		}
+	}
 	var r events.Run
 	found, err := l.lastPayload(ctx, events.RunCreatedSubject(sessionID, runID), &r)
 	if err != nil || !found {
 		return nil, err
+	}
+	if l.records != nil {
+		l.records.Add(key, r, len(r.Message)+len(key)+256)
 	}
 	return &r, nil
 }
@@ -131,20 +152,28 @@ type status struct {
 }
 
 func (l *log) status(ctx context.Context, sessionID, runID string) (status, error) {
-	var end events.Ended
-	found, err := l.lastPayload(ctx, events.RunEndedSubject(sessionID, runID), &end)
+	// One read of both (at most one exists: each is fenced on the session).
+	lasts, err := l.store.Lasts(ctx, events.RunEndedSubject(sessionID, runID), events.CheckpointSubject(sessionID, runID, true))
 	if err != nil {
-		return status{}, err
+		return status{}, fmt.Errorf("actors: status of %s: %w", runID, err)
 	}
-	if found {
+	if m := lasts[0]; m != nil {
+		var end events.Ended
+		e, err := events.Decode(m.Data)
+		if err == nil {
+			err = e.Payload(&end)
+		}
+		if err != nil {
+			return status{}, fmt.Errorf("actors: %s seq %d: %w", m.Subject, m.Sequence, err)
+		}
 		return status{Status: runtime.CallStatus(end.Status), Error: end.Reason}, nil
 	}
-	// Through the store: a large completion's payload is in the object store.
-	cp, err := l.store.LastCheckpoint(ctx, events.CheckpointSubject(sessionID, runID, true))
-	if err != nil {
-		return status{}, fmt.Errorf("actors: run %s completion: %w", runID, err)
-	}
-	if cp != nil {
+	if m := lasts[1]; m != nil {
+		// Through the store: a large completion's payload is in the object store.
+		cp, err := l.store.DecodeCheckpoint(ctx, m)
+		if err != nil {
+			return status{}, fmt.Errorf("actors: run %s completion: %w", runID, err)
+		}
 		return status{Status: runtime.StatusCompleted, Reply: cp.Reply}, nil
 	}
 	return status{Status: runtime.StatusRunning}, nil

@@ -22,20 +22,20 @@ func TestProgramCacheBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok := c.byCode["return 1"]; ok || c.order.Len() != 3 {
-		t.Errorf("%d entries, oldest kept: %v; want 3, the oldest out", c.order.Len(), ok)
+	if _, ok := c.c.Get("return 1"); ok || c.c.Len() != 3 {
+		t.Errorf("%d entries, oldest kept: %v; want 3, the oldest out", c.c.Len(), ok)
 	}
 	if _, err := c.compile("return ((("); err == nil {
 		t.Error("a syntax error compiled")
 	}
-	if _, ok := c.byCode["return ((("]; ok {
+	if _, ok := c.c.Get("return ((("); ok {
 		t.Error("a failed compile was kept")
 	}
 	big := "return '" + string(make([]byte, 400)) + "'"
 	if _, err := c.compile(big); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.byCode[big]; ok || c.order.Len() != 3 || c.bytes > 1000 {
-		t.Errorf("a script over a quarter of the byte bound was kept (%d entries, %d bytes)", c.order.Len(), c.bytes)
+	if _, ok := c.c.Get(big); ok || c.c.Len() != 3 {
+		t.Errorf("a script over a quarter of the byte bound was kept (%d entries)", c.c.Len())
 	}
 }

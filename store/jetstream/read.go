@@ -3,11 +3,14 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
@@ -145,5 +148,144 @@ func (w *Writer) scanBatch(ctx context.Context, sub *nats.Subscription, subj, in
 		if err := fn(&rawMsg{subject: m.Header.Get("Nats-Subject"), seq: seq, header: m.Header, data: m.Data}); err != nil {
 			return 0, false, err
 		}
+	}
+}
+
+// maxLasts is the most subjects one multi-last direct get may answer
+// with; the server refuses more (413), and Lasts then reads filter by filter.
+const maxLasts = 1024
+
+// Lasts returns, for each filter (wildcards allowed), what Last would: the
+// last message matching it, nil when none. On a single-replica stream it
+// asks once (a multi-last direct get, server 2.11+) instead of once per
+// filter, so every answer comes from one moment of the stream. A
+// replicated stream is read filter by filter from its leader, as Last
+// reads it: a direct get may be answered by a follower that is behind.
+// A wildcard filter costs a message per subject it matches: Lasts is for
+// filters that match a few subjects.
+func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.RawStreamMsg, error) {
+	if len(filters) == 0 {
+		return nil, nil
+	}
+	for i, f := range filters {
+		if err := validFilter(f); err != nil {
+			return nil, fmt.Errorf("jetstream: lasts: filters[%d]: %w", i, err)
+		}
+	}
+	if w.replicas <= 1 {
+		out, ok, err := w.multiLast(ctx, filters)
+		if err != nil || ok {
+			return out, err
+		}
+	}
+	out := make([]*jetstream.RawStreamMsg, len(filters))
+	for i, f := range filters {
+		m, err := w.last(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// multiLast asks for the last message of every subject matching filters
+// and keeps, per filter, the latest. ok is false when the server could not
+// answer in one go (too many subjects, too many bytes): the caller reads
+// filter by filter.
+func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool, err error) {
+	req, _ := json.Marshal(map[string]any{"multi_last": filters, "batch": maxLasts})
+	inbox := w.nc.NewRespInbox()
+	sub, err := w.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, false, fmt.Errorf("jetstream: lasts: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := w.nc.PublishRequest("$JS.API.DIRECT.GET."+w.name, inbox, req); err != nil {
+		return nil, false, fmt.Errorf("jetstream: lasts: %w", err)
+	}
+	out = make([]*jetstream.RawStreamMsg, len(filters))
+	for {
+		wait := 10 * time.Second
+		if d, has := ctx.Deadline(); has && time.Until(d) < wait {
+			wait = time.Until(d)
+		}
+		m, err := sub.NextMsg(wait)
+		if err != nil {
+			return nil, false, fmt.Errorf("jetstream: lasts %v: %w", filters, err)
+		}
+		if status := m.Header.Get("Status"); status != "" {
+			switch status {
+			case "204": // end of batch: complete unless the server stopped early
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				return out, pending == 0, nil
+			case "404": // no subject matched
+				return out, true, nil
+			case "413": // too many subjects
+				return nil, false, nil
+			default:
+				return nil, false, fmt.Errorf("jetstream: lasts %v: direct get status %s %s", filters, status, m.Header.Get("Description"))
+			}
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("jetstream: lasts %v: a reply without a sequence: %w", filters, err)
+		}
+		subject := m.Header.Get("Nats-Subject")
+		var msg *jetstream.RawStreamMsg
+		for i, f := range filters {
+			if !subjectMatches(f, subject) || (out[i] != nil && out[i].Sequence >= seq) {
+				continue
+			}
+			if msg == nil {
+				msg = &jetstream.RawStreamMsg{Subject: subject, Sequence: seq, Header: m.Header, Data: m.Data}
+				if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp")); err == nil {
+					msg.Time = ts
+				}
+			}
+			out[i] = msg
+		}
+	}
+}
+
+// validFilter refuses what is not a subject filter: empty tokens, spaces,
+// a '>' before the last token, wildcards inside a token.
+func validFilter(f string) error {
+	if f == "" {
+		return errors.New("empty subject filter")
+	}
+	if strings.ContainsAny(f, " \t\r\n") {
+		return fmt.Errorf("subject filter %q has white space", f)
+	}
+	toks := strings.Split(f, ".")
+	for i, t := range toks {
+		switch {
+		case t == "":
+			return fmt.Errorf("subject filter %q has an empty token", f)
+		case t == ">" && i != len(toks)-1:
+			return fmt.Errorf("subject filter %q has '>' before its last token", f)
+		case t != "*" && t != ">" && strings.ContainsAny(t, "*>"):
+			return fmt.Errorf("subject filter %q has a wildcard inside a token", f)
+		}
+	}
+	return nil
+}
+
+// subjectMatches reports whether a literal subject matches a filter
+// ('*' one token, a last '>' one or more).
+func subjectMatches(filter, subject string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		if ft == ">" {
+			return subject != ""
+		}
+		st, srest, smore := strings.Cut(subject, ".")
+		if ft != "*" && ft != st {
+			return false
+		}
+		if !fmore || !smore {
+			return fmore == smore
+		}
+		filter, subject = frest, srest
 	}
 }

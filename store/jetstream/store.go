@@ -262,18 +262,27 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 	if last != nil {
 		h.seq = last.Sequence
 	}
-	if err := h.readCheckpoint(ctx); err != nil {
+	// One read for the rest (a multi-last direct get on a single replica):
+	// the run's checkpoint, its lease, the session's latest lease and
+	// compaction (kept for the window, which every run that commits loads).
+	lasts, err := s.Lasts(ctx, events.RunCheckpoints(sessionID, runID), events.RunLease(sessionID, runID),
+		events.SessionLeases(sessionID), events.SessionCompactions(sessionID))
+	if err != nil {
 		return nil, err
 	}
+	if err := h.readCheckpoint(ctx, lasts[0]); err != nil {
+		return nil, err
+	}
+	h.compaction, h.compactionRead = lasts[3], true
 	if h.completed {
 		return h, nil
 	}
-	lease, err := s.lastLease(ctx, events.RunLease(sessionID, runID))
+	lease, err := leaseOf(lasts[1])
 	if err != nil {
 		return nil, err
 	}
 	// The session's admitted run is the one with the latest lease.
-	other, err := s.lastLease(ctx, events.SessionLeases(sessionID))
+	other, err := leaseOf(lasts[2])
 	if err != nil {
 		return nil, err
 	}
@@ -312,12 +321,20 @@ type leaseInfo struct {
 
 func (s *Store) lastLease(ctx context.Context, subject string) (*leaseInfo, error) {
 	m, err := s.last(ctx, subject)
-	if err != nil || m == nil {
+	if err != nil {
 		return nil, err
+	}
+	return leaseOf(m)
+}
+
+// leaseOf decodes a lease event; nil for none.
+func leaseOf(m *jetstream.RawStreamMsg) (*leaseInfo, error) {
+	if m == nil {
+		return nil, nil
 	}
 	e, err := events.Decode(m.Data)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %s seq %d: %w", subject, m.Sequence, err)
+		return nil, fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
 	var l events.Lease
 	if err := e.Payload(&l); err != nil {
@@ -331,7 +348,7 @@ func (s *Store) runCompleted(ctx context.Context, sessionID, runID string) (bool
 	if err != nil || m == nil {
 		return false, err
 	}
-	cp, err := s.decodeCheckpoint(ctx, m)
+	cp, err := s.DecodeCheckpoint(ctx, m)
 	if err != nil {
 		return false, err
 	}
@@ -362,9 +379,9 @@ func conflict(err error) bool {
 	return errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// decodeCheckpoint decodes a CheckpointCommitted message, fetching an
-// out-of-line payload from the object store.
-func (s *Store) decodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) (*runtime.Checkpoint, error) {
+// DecodeCheckpoint decodes a CheckpointCommitted message read from the
+// log (Last, Lasts), fetching an out-of-line payload from the object store.
+func (s *Store) DecodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) (*runtime.Checkpoint, error) {
 	e, err := events.Decode(m.Data)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
@@ -417,6 +434,11 @@ type RunStore struct {
 	window    []model.Message
 	ids       map[string]bool
 	loaded    bool
+	// compaction is the session's last compaction when the handle was
+	// opened (nil: none), read with the rest at Open: loadWindow starts
+	// from it. compactionRead is false on a handle made without Open.
+	compaction     *jetstream.RawStreamMsg
+	compactionRead bool
 }
 
 var (
@@ -424,12 +446,11 @@ var (
 	_ session.Auditor = (*RunStore)(nil)
 )
 
-func (h *RunStore) readCheckpoint(ctx context.Context) error {
-	m, err := h.s.last(ctx, events.RunCheckpoints(h.session, h.run))
-	if err != nil || m == nil {
-		return err
+func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) error {
+	if m == nil {
+		return nil
 	}
-	cp, err := h.s.decodeCheckpoint(ctx, m)
+	cp, err := h.s.DecodeCheckpoint(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -599,9 +620,12 @@ func (h *RunStore) loadWindow(ctx context.Context) error {
 	}
 	var window []model.Message
 	var start uint64 = 1
-	m, err := h.s.last(ctx, events.SessionCompactions(h.session))
-	if err != nil {
-		return err
+	m := h.compaction
+	if !h.compactionRead {
+		var err error
+		if m, err = h.s.last(ctx, events.SessionCompactions(h.session)); err != nil {
+			return err
+		}
 	}
 	if m != nil {
 		e, err := events.Decode(m.Data)
@@ -617,7 +641,7 @@ func (h *RunStore) loadWindow(ctx context.Context) error {
 		}
 		window, start = c.Compaction.Window, m.Sequence+1
 	}
-	err = h.s.scanCheckpoints(ctx, h.session, start, func(cp *runtime.Checkpoint) {
+	err := h.s.scanCheckpoints(ctx, h.session, start, func(cp *runtime.Checkpoint) {
 		window = append(window, cp.Append...)
 	})
 	if err != nil {
@@ -700,7 +724,7 @@ func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Ch
 	if err != nil || m == nil {
 		return nil, err
 	}
-	return s.decodeCheckpoint(ctx, m)
+	return s.DecodeCheckpoint(ctx, m)
 }
 
 // IsConflict reports a server's wrong-last-sequence answer to a fenced

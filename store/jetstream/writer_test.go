@@ -403,3 +403,89 @@ func TestWriterScan(t *testing.T) {
 		t.Errorf("consumers %d, %v; want none", info.State.Consumers, err)
 	}
 }
+
+// Lasts answers each filter as Last does, from one request on a single
+// replica (and from a read per filter when the server cannot answer in
+// one: more subjects than a multi-last get returns), and refuses a bad
+// filter by its index.
+func TestWriterLasts(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	_, w := kvWriter(t, nc, "lasts", jetstream.WriterConfig{})
+	ctx := context.Background()
+	n := 0
+	put := func(key, value string) {
+		t.Helper()
+		n++
+		if _, err := w.Write(ctx, kvMsg("lasts", key, value), fmt.Sprint("l", n), "", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("r1.a", "a1")
+	put("r1.b", "b1")
+	put("r1.a", "a2")
+	put("r2.a", "other")
+	for i := 0; i < 1100; i++ { // more subjects than one multi-last answer holds
+		put(fmt.Sprintf("many.k%04d", i), fmt.Sprint(i))
+	}
+	put("r1.c", "c1")
+	check := func(filters ...string) {
+		t.Helper()
+		got, err := w.Lasts(ctx, filters...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(filters) {
+			t.Fatalf("%d answers for %d filters", len(got), len(filters))
+		}
+		for i, f := range filters {
+			want, err := w.Last(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case want == nil && got[i] == nil:
+			case want == nil || got[i] == nil:
+				t.Errorf("%s: Lasts %v, Last %v", f, got[i], want)
+			case want.Sequence != got[i].Sequence || want.Subject != got[i].Subject || string(want.Data) != string(got[i].Data) || !want.Time.Equal(got[i].Time):
+				t.Errorf("%s: Lasts %s #%d %q %s, Last %s #%d %q %s", f, got[i].Subject, got[i].Sequence, got[i].Data, got[i].Time, want.Subject, want.Sequence, want.Data, want.Time)
+			}
+		}
+	}
+	check("$KV.lasts.r1.a", "$KV.lasts.r1.>", "$KV.lasts.*.a", "$KV.lasts.none", "$KV.lasts.r1.b")
+	check("$KV.lasts.none.>")
+	check("$KV.lasts.many.>", "$KV.lasts.r1.a") // 1,100 subjects: read filter by filter
+	check("$KV.lasts.>")
+	if got, err := w.Lasts(ctx); err != nil || got != nil {
+		t.Fatalf("no filters: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "a..b", "a.>.b", "a.b*", "a b"} {
+		if _, err := w.Lasts(ctx, "$KV.lasts.r1.a", bad); err == nil || !strings.Contains(err.Error(), "filters[1]") {
+			t.Errorf("filter %q: %v, want an error naming filters[1]", bad, err)
+		}
+	}
+}
+
+// A replicated stream is read filter by filter from its leader, with the
+// same answers.
+func TestWriterLastsReplicated(t *testing.T) {
+	srvs := natstest.Cluster(t, 3)
+	nc := natstest.Connect(t, srvs[0])
+	ctx := context.Background()
+	js, _ := njs.New(nc)
+	if _, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "lastsr", Storage: njs.FileStorage, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := jetstream.NewWriter(ctx, nc, jetstream.WriterConfig{Stream: "KV_lastsr", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range [][2]string{{"r1.a", "a1"}, {"r1.b", "b1"}, {"r1.a", "a2"}} {
+		if _, err := w.Write(ctx, kvMsg("lastsr", kv[0], kv[1]), fmt.Sprint("l", i), "", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := w.Lasts(ctx, "$KV.lastsr.r1.>", "$KV.lastsr.r1.b", "$KV.lastsr.none")
+	if err != nil || string(got[0].Data) != "a2" || string(got[1].Data) != "b1" || got[2] != nil {
+		t.Fatalf("Lasts: %v, %v", got, err)
+	}
+}

@@ -1,0 +1,74 @@
+package actors_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+// apiCounter counts JetStream API requests by kind, as the server sees
+// them (a plain subscriber on $JS.API.> receives every request too).
+type apiCounter struct {
+	mu      sync.Mutex
+	created map[string]int // direct gets of a run record, by subject
+	creates int            // consumers created
+}
+
+func countAPI(t *testing.T, nc *nats.Conn) *apiCounter {
+	t.Helper()
+	c := &apiCounter{created: map[string]int{}}
+	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch {
+		case strings.HasPrefix(m.Subject, "$JS.API.CONSUMER.CREATE.") || strings.HasPrefix(m.Subject, "$JS.API.CONSUMER.DURABLE.CREATE."):
+			c.creates++
+		case strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET.CAIRN.") && strings.HasSuffix(m.Subject, ".created"):
+			c.created[strings.TrimPrefix(m.Subject, "$JS.API.DIRECT.GET.CAIRN.")]++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return c
+}
+
+// What a run costs the server in reads: a parent with three children runs
+// to completion without a consumer made for it (Complete lists a run's
+// children with direct gets, not a key listing, which made and deleted a
+// consumer at every completion), and each run's record is read from the
+// log once (records never change; the node keeps them).
+func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
+	srv := natstest.Server(t)
+	h := &harness{nc: natstest.Connect(t, srv), parent: threeChildren(), child: childModel{}}
+	n := h.start(t)
+	defer n.Close()
+	api := countAPI(t, natstest.Connect(t, srv))
+	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.creates != 0 {
+		t.Errorf("%d consumers created while the runs ran, want none", api.creates)
+	}
+	if len(api.created) != 4 {
+		t.Errorf("records read of %d runs, want 4 (parent and three children): %v", len(api.created), api.created)
+	}
+	for subject, reads := range api.created {
+		if reads != 1 {
+			t.Errorf("%s read %d times, want once", subject, reads)
+		}
+	}
+}
