@@ -80,13 +80,12 @@ func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn 
 		from := seen + 1
 		for from <= end {
 			req, _ := json.Marshal(map[string]any{"batch": scanBatch, "next_by_subj": filter, "seq": from})
-			inbox := w.nc.NewRespInbox()
-			sub, err := w.nc.SubscribeSync(inbox)
+			inbox, in, closeFn, err := w.replies.open()
 			if err != nil {
 				return fmt.Errorf("jetstream: scan %s: %w", filter, err)
 			}
-			next, done, err := w.scanBatch(ctx, sub, subj, inbox, req, end, track)
-			_ = sub.Unsubscribe()
+			next, done, err := w.scanBatch(ctx, in, subj, inbox, req, end, track)
+			closeFn()
 			if err != nil {
 				return fmt.Errorf("jetstream: scan %s from %d: %w", filter, from, err)
 			}
@@ -110,16 +109,12 @@ func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn 
 	}
 }
 
-func (w *Writer) scanBatch(ctx context.Context, sub *nats.Subscription, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {
+func (w *Writer) scanBatch(ctx context.Context, in *inbox, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {
 	if err := w.nc.PublishRequest(subj, inbox, req); err != nil {
 		return 0, false, err
 	}
 	for {
-		wait := 10 * time.Second
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
-			wait = time.Until(d)
-		}
-		m, err := sub.NextMsg(wait)
+		m, err := in.receive(ctx)
 		if err != nil {
 			return 0, false, err
 		}
@@ -195,22 +190,17 @@ func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.Raw
 // filter by filter.
 func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool, err error) {
 	req, _ := json.Marshal(map[string]any{"multi_last": filters, "batch": maxLasts})
-	inbox := w.nc.NewRespInbox()
-	sub, err := w.nc.SubscribeSync(inbox)
+	inbox, in, closeFn, err := w.replies.open()
 	if err != nil {
 		return nil, false, fmt.Errorf("jetstream: lasts: %w", err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer closeFn()
 	if err := w.nc.PublishRequest("$JS.API.DIRECT.GET."+w.name, inbox, req); err != nil {
 		return nil, false, fmt.Errorf("jetstream: lasts: %w", err)
 	}
 	out = make([]*jetstream.RawStreamMsg, len(filters))
 	for {
-		wait := 10 * time.Second
-		if d, has := ctx.Deadline(); has && time.Until(d) < wait {
-			wait = time.Until(d)
-		}
-		m, err := sub.NextMsg(wait)
+		m, err := in.receive(ctx)
 		if err != nil {
 			return nil, false, fmt.Errorf("jetstream: lasts %v: %w", filters, err)
 		}

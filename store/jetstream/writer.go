@@ -61,6 +61,8 @@ type Writer struct {
 	batchPublish func(msg *nats.Msg) error
 	batchRequest func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error)
 	commits      *committer
+	// replies receives the answers of multi-message reads (Scan, Lasts).
+	replies *replies
 }
 
 // NewWriter returns a Writer on an existing stream. Unless GroupCommit's
@@ -120,6 +122,7 @@ func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg W
 		name: cfg.Stream, replicas: cfg.Replicas, retries: cfg.Retries, backoff: cfg.Backoff,
 		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch,
 		publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
+		replies: &replies{nc: nc},
 	}
 	w.commits = newCommitter(w, cfg.GroupCommit, active)
 	return w

@@ -489,3 +489,66 @@ func TestWriterLastsReplicated(t *testing.T) {
 		t.Fatalf("Lasts: %v, %v", got, err)
 	}
 }
+
+// Concurrent multi-message reads on one Writer share one reply
+// subscription and never get each other's answers; a read that gave up
+// (its context ended) stalls nobody.
+func TestWriterRepliesShared(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	_, w := kvWriter(t, nc, "mux", jetstream.WriterConfig{})
+	ctx := context.Background()
+	for i := 0; i < 40; i++ {
+		key := fmt.Sprintf("r%d.k%d", i%8, i)
+		if _, err := w.Write(ctx, kvMsg("mux", key, key), "m"+key, "", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Lasts(ctx, "$KV.mux.r0.>"); err != nil { // the shared subscription is made once
+		t.Fatal(err)
+	}
+	subs := nc.NumSubscriptions()
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := w.Lasts(gone, "$KV.mux.r1.>"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read with an ended context: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			run := fmt.Sprintf("r%d", g%8)
+			for i := 0; i < 20; i++ {
+				if i%2 == 0 {
+					got, err := w.Lasts(ctx, "$KV.mux."+run+".>")
+					if err != nil || got[0] == nil || !strings.HasPrefix(string(got[0].Data), run+".") {
+						errs <- fmt.Errorf("Lasts %s: %v, %v", run, got, err)
+						return
+					}
+					continue
+				}
+				n := 0
+				err := w.Scan(ctx, "$KV.mux."+run+".>", func(subject string, _ uint64, _ nats.Header, data []byte) error {
+					if !strings.HasPrefix(string(data), run+".") {
+						return fmt.Errorf("scan of %s got %s", run, data)
+					}
+					n++
+					return nil
+				})
+				if err != nil || n != 5 {
+					errs <- fmt.Errorf("Scan %s: %d messages, %v", run, n, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := nc.NumSubscriptions(); got != subs {
+		t.Errorf("%d subscriptions after the reads, %d before", got, subs)
+	}
+}
