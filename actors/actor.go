@@ -206,7 +206,7 @@ func (a *runActor) armDeadline(ctx actor.Context) {
 	// The root's wall-clock budget ends a parked run too: wake it then, and
 	// the attempt fails at once on the expired deadline.
 	if rec, err := a.n.log.readRun(ctx2, a.session, a.run); err == nil && rec != nil {
-		if root, err := a.n.ledger.deadline(ctx2, rec.RootRunID, nil); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
+		if root, err := a.n.ledger.deadline(ctx2, rec, nil); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
 			dl = root
 		}
 	}

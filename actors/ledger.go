@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 )
@@ -39,14 +40,26 @@ type budgetEntry struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
-// open creates a root's budget; an existing one is kept (its deadline
-// counts from the first creation, across restarts).
-func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error {
-	e := budgetEntry{Steps: b.Steps, Tokens: b.Tokens}
+// budgetOf fixes an agent's budget for a root run created now: the
+// deadline counts from the creation, across restarts.
+func (l *ledger) budgetOf(b runtime.Budget) *events.RunBudget {
+	rb := &events.RunBudget{Steps: b.Steps, Tokens: b.Tokens}
 	if b.Timeout > 0 {
-		e.Deadline = l.now().Add(b.Timeout).UnixNano()
+		rb.Deadline = l.now().Add(b.Timeout).UnixNano()
 	}
-	v, _ := json.Marshal(e)
+	return rb
+}
+
+func entryOf(b *events.RunBudget) budgetEntry {
+	return budgetEntry{Steps: b.Steps, Tokens: b.Tokens, Deadline: b.Deadline}
+}
+
+// open creates a root's budget entry now; an existing one is kept. Roots
+// the node creates carry their budget in their record instead, and their
+// first reservation creates the entry (one write less per run); open is
+// for runs whose record was written elsewhere (Adopt).
+func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error {
+	v, _ := json.Marshal(entryOf(l.budgetOf(b)))
 	if _, err := l.w.create(ctx, root, v); err != nil && !errors.Is(err, runtime.ErrConflict) {
 		return fmt.Errorf("actors: budget of %s: %w", root, err)
 	}
@@ -60,29 +73,34 @@ func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error 
 // saved, never the check: at most one view per attempt, which writes its
 // root's entry about twice per model step.
 type budgetView struct {
-	mu  sync.Mutex
-	e   budgetEntry
-	rev uint64 // 0: nothing known
+	mu    sync.Mutex
+	e     budgetEntry
+	rev   uint64 // the entry's revision; 0 with known: no entry yet
+	known bool
 }
 
-func (v *budgetView) take() (budgetEntry, uint64) {
+// take returns what the view knows and forgets it: a write made from it
+// either lands (and sets the view again) or is fenced out (and reads).
+func (v *budgetView) take() (e budgetEntry, rev uint64, known bool) {
 	if v == nil {
-		return budgetEntry{}, 0
+		return budgetEntry{}, 0, false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	e, rev := v.e, v.rev
-	v.rev = 0
-	return e, rev
+	e, rev, known = v.e, v.rev, v.known
+	v.known = false
+	return e, rev, known
 }
 
+// set records an entry at revision rev (0: the entry does not exist yet
+// and e is what its creation will start from).
 func (v *budgetView) set(e budgetEntry, rev uint64) {
 	if v == nil {
 		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.e, v.rev = e, rev
+	v.e, v.rev, v.known = e, rev, true
 }
 
 // read returns a root's entry and its revision.
@@ -104,8 +122,8 @@ func (l *ledger) read(ctx context.Context, root string) (budgetEntry, uint64, er
 // entry, so a limit f finds spent is spent.
 func (l *ledger) update(ctx context.Context, root string, view *budgetView, f func(e *budgetEntry) error) (budgetEntry, error) {
 	for {
-		e, rev := view.take()
-		if rev == 0 {
+		e, rev, known := view.take()
+		if !known {
 			var err error
 			if e, rev, err = l.read(ctx, root); err != nil {
 				return budgetEntry{}, err
@@ -115,7 +133,13 @@ func (l *ledger) update(ctx context.Context, root string, view *budgetView, f fu
 			return e, err
 		}
 		v, _ := json.Marshal(e)
-		seq, err := l.w.update(ctx, root, v, rev)
+		var seq uint64
+		var err error
+		if rev == 0 { // the root's first write creates its entry
+			seq, err = l.w.create(ctx, root, v)
+		} else {
+			seq, err = l.w.update(ctx, root, v, rev)
+		}
 		if err == nil {
 			view.set(e, seq)
 			return e, nil
@@ -146,10 +170,14 @@ func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) err
 	return err
 }
 
-// deadline returns a root's wall-clock deadline (zero when none); the
-// entry read seeds view, when given.
-func (l *ledger) deadline(ctx context.Context, root string, view *budgetView) (time.Time, error) {
-	e, rev, err := l.read(ctx, root)
+// deadline returns the wall-clock deadline of run's root (zero when none);
+// the entry read seeds view, when given. A root whose first reservation
+// has not been made yet has no entry: its record's budget stands for it.
+func (l *ledger) deadline(ctx context.Context, run *events.Run, view *budgetView) (time.Time, error) {
+	e, rev, err := l.read(ctx, run.RootRunID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) && run.RootRunID == run.RunID && run.Budget != nil {
+		e, rev, err = entryOf(run.Budget), 0, nil
+	}
 	if err != nil {
 		return time.Time{}, err
 	}

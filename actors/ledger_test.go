@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
@@ -36,7 +37,7 @@ func TestLedgerViewsNeverOverspend(t *testing.T) {
 	}
 	a, b := &budgetView{}, &budgetView{}
 	for _, v := range []*budgetView{a, b} {
-		if _, err := l.deadline(ctx, "root", v); err != nil { // both seeded at the same revision
+		if _, err := l.deadline(ctx, &events.Run{RunID: "root", RootRunID: "root"}, v); err != nil { // both seeded at the same revision
 			t.Fatal(err)
 		}
 	}
@@ -54,5 +55,57 @@ func TestLedgerViewsNeverOverspend(t *testing.T) {
 	e, err := l.usage(ctx, "root")
 	if err != nil || e.UsedSteps != 3 || e.InputTokens != 7 || e.OutputTokens != 5 {
 		t.Fatalf("entry %+v, %v; want 3 steps, 7+5 tokens", e, err)
+	}
+}
+
+// C24, C34: a root run created with its budget in its record has no
+// ledger entry until its first reservation, which creates it from the
+// record. Two attempts that both found no entry (a duplicate activation)
+// never create it twice or lose a step: the second creation is fenced out,
+// reads the first's entry and reserves on it. The deadline is the
+// record's.
+func TestLedgerEntryCreatedByFirstReservation(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cairn_budgets", Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_cairn_budgets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	l := &ledger{kv: kv, w: newKVWriter(w, "cairn_budgets"), now: func() time.Time { return now }}
+	rec := &events.Run{RunID: "root", RootRunID: "root", Budget: l.budgetOf(runtime.Budget{Steps: 2, Timeout: time.Hour})}
+	child := &events.Run{RunID: "child", RootRunID: "root", ParentRunID: "root"}
+	if _, err := l.deadline(ctx, child, &budgetView{}); err == nil {
+		t.Fatal("a child's deadline read with no entry for its root: want an error")
+	}
+	a, b := &budgetView{}, &budgetView{}
+	for _, v := range []*budgetView{a, b} {
+		dl, err := l.deadline(ctx, rec, v)
+		if err != nil || !dl.Equal(now.Add(time.Hour)) {
+			t.Fatalf("deadline %s, %v; want the record's %s", dl, err, now.Add(time.Hour))
+		}
+	}
+	if _, err := kv.Get(ctx, "root"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("an entry before the first reservation: %v", err)
+	}
+	for i, v := range []*budgetView{a, b} { // b's creation is fenced out by a's
+		if err := l.reserve(ctx, "root", v); err != nil {
+			t.Fatalf("reservation %d: %v", i+1, err)
+		}
+	}
+	if err := l.reserve(ctx, "root", a); !errors.Is(err, ErrBudget) {
+		t.Fatalf("third reservation of 2 steps: %v, want ErrBudget", err)
+	}
+	e, err := l.usage(ctx, "root")
+	if err != nil || e.UsedSteps != 2 || e.Steps != 2 || e.Deadline != now.Add(time.Hour).UnixNano() {
+		t.Fatalf("entry %+v, %v; want 2 of 2 steps and the record's deadline", e, err)
+	}
+	if dl, err := l.deadline(ctx, child, nil); err != nil || !dl.Equal(now.Add(time.Hour)) {
+		t.Fatalf("child's deadline %s, %v", dl, err)
 	}
 }

@@ -372,10 +372,8 @@ func (n *Node) RunAs(ctx context.Context, owner, agent, message string) (session
 		return "", "", fmt.Errorf("%w: a run needs a nonempty message", ErrInvalid)
 	}
 	sessionID, runID = newID("s"), newID("r")
-	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
-		return "", "", err
-	}
-	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID, Owner: owner}
+	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID, Owner: owner,
+		Budget: n.ledger.budgetOf(a.Budget)}
 	if _, err := n.log.createRun(ctx, rec, 0); err != nil {
 		return "", "", err
 	}
@@ -427,10 +425,8 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 		return "", err
 	}
 	runID = newID("r")
-	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
-		return "", err
-	}
-	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: latest.Agent, Message: message, RootRunID: runID, Continues: latest.RunID, Owner: latest.Owner}
+	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: latest.Agent, Message: message, RootRunID: runID, Continues: latest.RunID, Owner: latest.Owner,
+		Budget: n.ledger.budgetOf(a.Budget)}
 	if _, err := n.log.createRun(ctx, rec, last.Sequence); err != nil {
 		if errors.Is(err, runtime.ErrConflict) {
 			return "", fmt.Errorf("%w: session %s moved on; try again", ErrBusy, sessionID)
@@ -522,6 +518,12 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 // Usage returns the totals of a root run's budget.
 func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTokens, outputTokens int64, err error) {
 	e, err := n.ledger.usage(ctx, rootRunID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// A root run has no entry until its first reservation.
+		if rec, lerr := n.Lookup(ctx, rootRunID); lerr == nil && rec.RootRunID == rec.RunID {
+			return 0, 0, 0, nil
+		}
+	}
 	return e.UsedSteps, e.InputTokens, e.OutputTokens, err
 }
 
@@ -720,7 +722,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		return nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
 	}
 	budget := &budgetView{}
-	if dl, err := n.ledger.deadline(ctx, rec.RootRunID, budget); err != nil {
+	if dl, err := n.ledger.deadline(ctx, rec, budget); err != nil {
 		return nil, err
 	} else if !dl.IsZero() {
 		if !n.now().Before(dl) {

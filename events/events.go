@@ -72,6 +72,20 @@ type Run struct {
 	// copy of that run's commits up to ForkedAt.
 	ForkedFrom string `json:"forked_from,omitempty"`
 	ForkedAt   int64  `json:"forked_at,omitempty"`
+	// Budget is a root run's budget as the node fixed it at creation:
+	// the ledger's entry for the run is created from it by the run's first
+	// reservation, and its deadline counts from the creation. Empty for
+	// children (they draw on their root's) and for runs written outside a
+	// node (a fork: adopting one opens its ledger entry).
+	Budget *RunBudget `json:"budget,omitempty"`
+}
+
+// RunBudget is a root run's limits; zero is unlimited.
+type RunBudget struct {
+	Steps  int   `json:"steps,omitempty"`
+	Tokens int64 `json:"tokens,omitempty"`
+	// Deadline is the wall-clock end, Unix nanoseconds.
+	Deadline int64 `json:"deadline_unix_nano,omitempty"`
 }
 
 // Ended is the payload of RunEnded.
