@@ -245,8 +245,8 @@ func Encode(e Envelope, id string) (body []byte, headers map[string]string, err 
 
 // Decode parses an event body. A newer schema version is ErrUnknownVersion.
 func Decode(body []byte) (Envelope, error) {
-	var e Envelope
-	if err := json.Unmarshal(body, &e); err != nil {
+	e, err := decodeEnvelope(body)
+	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	switch {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -183,4 +184,99 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	if _, _, err := events.Encode(events.NewRaw(events.LeaseAcquired, "a.b", "r", 0, 1, at, json.RawMessage(`{}`)), "id"); !errors.Is(err, events.ErrMalformed) {
 		t.Fatalf("a session ID that is not a subject token: %v", err)
 	}
+}
+
+// The fast envelope decoder never disagrees with encoding/json: whatever
+// it accepts, encoding/json decodes to the same envelope.
+func FuzzDecodeFastMatchesEncodingJSON(f *testing.F) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, e := range []events.Envelope{
+		events.NewRaw(events.CheckpointCommitted, "s-1", "r_2", 3, 4, at, events.CheckpointPayload([]byte(`{"revision":3,"append":[{"id":"a","text":"<&\u2028> \"q\" \\ é","n":-1.5e3,"ok":true,"z":null,"l":[[],{}]}]}`))),
+		events.NewRaw(events.WindowCompacted, "s", "", 0, 1, at, json.RawMessage(`{"x":1}`)),
+	} {
+		body, _, err := events.Encode(e, "id")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(body)
+	}
+	for _, s := range []string{
+		`{}`, ` {"type":"lease_acquired" , "version":1,"session_id":"s","epoch":-0,"time":"2026-01-02T03:04:05Z","data":{}} `,
+		`{"type":"x","type":"y"}`, `{"Type":"x"}`, `{"version":1.0}`, `{"version":1e2}`, `{"epoch":99999999999999999999}`,
+		`{"time":null}`, `{"data":null}`, `{"data":[1]}`, `{"data":{"a":"\ud800"}}`, `{"data":{"a":01}}`, `{"run_id":"r\u0031"}`,
+		`{"data":{}} x`, `{"data":{"a":1,}}`, `{"data_ref":{"bucket":"b","key":"k","size":1,"sha256":"x"}}`, `{"time":"2026-13-02T03:04:05Z"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := events.DecodeFast(b)
+		if !ok {
+			return
+		}
+		var want events.Envelope
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("fast path accepted %q, encoding/json: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\nfast         %#v\nencoding/json %#v", b, got, want)
+		}
+	})
+}
+
+// Deeply nested payloads: the fast path refuses what encoding/json refuses.
+func TestDecodeFastNesting(t *testing.T) {
+	for _, levels := range []int{9990, 9998, 9999, 10000, 10001} {
+		b := []byte(`{"data":` + strings.Repeat(`{"a":`, levels-1) + `{}` + strings.Repeat(`}`, levels-1) + `}`)
+		_, ok := events.DecodeFast(b)
+		var e events.Envelope
+		err := json.Unmarshal(b, &e)
+		if ok && err != nil {
+			t.Errorf("payload of %d levels: fast path accepted, encoding/json: %v", levels, err)
+		}
+	}
+}
+
+// What Encode writes takes the fast path (else it would be as slow as
+// before, and every test would still pass).
+func TestEncodedEventsTakeTheFastPath(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, e := range []events.Envelope{
+		events.NewRaw(events.CheckpointCommitted, "s-1", "r_2", 3, 4, at, events.CheckpointPayload([]byte(`{"revision":3,"append":[{"id":"a","text":"\u00e9\n"}]}`))),
+		events.NewRaw(events.WindowCompacted, "s", "", 0, 1, at.In(time.FixedZone("x", 3600)), json.RawMessage(`{"x":[1,2.5,-3e-2,true,null]}`)),
+	} {
+		body, _, err := events.Encode(e, "id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := events.DecodeFast(body)
+		if !ok {
+			t.Fatalf("fast path refused %s", body)
+		}
+		if !got.Time.Equal(e.Time) || string(got.Data) != string(e.Data) || got.RunID != e.RunID || got.Revision != e.Revision {
+			t.Fatalf("fast path: %+v, encoded %+v", got, e)
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	cp := `{"revision":3,"append":[` + strings.Repeat(`{"id":"a","role":"assistant","text":"some text of a reply, \"quoted\" and long enough"},`, 20) + `{}]}`
+	body, _, _ := events.Encode(events.NewRaw(events.CheckpointCommitted, "s-1", "r_2", 3, 4, at, events.CheckpointPayload([]byte(cp))), "id")
+	b.Run("Decode", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := events.Decode(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var e events.Envelope
+			if err := json.Unmarshal(body, &e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

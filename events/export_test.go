@@ -1,0 +1,4 @@
+package events
+
+// DecodeFast is decodeFast, for the equivalence tests.
+var DecodeFast = decodeFast
