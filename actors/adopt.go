@@ -8,7 +8,7 @@ import (
 // Adopt makes this node responsible for a root run whose record and
 // commits were written outside the node (a fork made by
 // projections/replay.Fork): it opens the run's budget as its agent defines
-// it, marks the run active (so a restarted node resumes it too) and wakes
+// it (a root the node created carries its own, fixed at its creation), marks the run active (so a restarted node resumes it too) and wakes
 // it. Adopting a run the node already runs only wakes it again.
 func (n *Node) Adopt(ctx context.Context, sessionID, runID string) error {
 	rec, err := n.log.readRun(ctx, sessionID, runID)
@@ -25,8 +25,10 @@ func (n *Node) Adopt(ctx context.Context, sessionID, runID string) error {
 	if !ok {
 		return fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, rec.Agent)
 	}
-	if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
-		return err
+	if rec.Budget == nil { // a record written outside a node (a fork)
+		if err := n.ledger.open(ctx, runID, a.Budget); err != nil {
+			return err
+		}
 	}
 	if err := n.markActive(ctx, sessionID, runID); err != nil {
 		return err

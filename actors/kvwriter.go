@@ -45,7 +45,7 @@ func (k *kvWriter) id() string { return k.prefix + strconv.FormatUint(k.seq.Add(
 
 // create stores key only if it has no entry; an existing one is a
 // conflict (runtime.ErrConflict). Unlike kv.Create, a delete marker counts
-// as an entry: the ledger, its only user, never deletes.
+// as an entry: its users (the ledger, wait registrations) never delete.
 func (k *kvWriter) create(ctx context.Context, key string, value []byte) (uint64, error) {
 	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), k.subject(key), 0)
 }

@@ -15,7 +15,9 @@ var helperProgram = goja.MustCompile("helpers", helperSource, false)
 // a runtime and may be run by any realm, concurrently. Bounded by entries
 // and by source bytes, least recently used out first; a script that does
 // not compile is not kept.
-type programCache struct{ c *lru.Cache[string, *goja.Program] }
+type programCache struct {
+	c *lru.Cache[string, *goja.Program]
+}
 
 func newProgramCache(maxItems, maxBytes int) *programCache {
 	return &programCache{c: lru.New[string, *goja.Program](maxItems, maxBytes)}

@@ -52,15 +52,19 @@ type rawMsg struct {
 }
 
 // Scan calls fn with every message on filter (wildcards allowed), in
-// stream order, up to the filter's last message when the call began. It
-// reads with batched direct gets, so unlike a KV key listing it creates no
-// consumer on the server.
+// stream order, at least up to the filter's last message when the call
+// began and on to the end of the stream as the last batch finds it: on a
+// stream that keeps one message per subject (a KV bucket), a subject
+// written again during the scan loses the revision the scan has not read
+// yet, and its new one is past the start's last message. It reads with
+// batched direct gets, so unlike a KV key listing or a watcher it creates
+// no consumer on the server.
 func (w *Writer) Scan(ctx context.Context, filter string, fn func(subject string, seq uint64, header nats.Header, data []byte) error) error {
 	last, err := w.last(ctx, filter)
 	if err != nil || last == nil {
 		return err
 	}
-	return w.scan(ctx, filter, 1, last.Sequence, func(m *rawMsg) error { return fn(m.subject, m.seq, m.header, m.data) })
+	return w.scanFrom(ctx, filter, 1, last.Sequence, true, func(m *rawMsg) error { return fn(m.subject, m.seq, m.header, m.data) })
 }
 
 // scan reads every message matching filter from start to end (inclusive) with
@@ -70,6 +74,12 @@ func (w *Writer) Scan(ctx context.Context, filter string, fn func(subject string
 // answered with one message per match, then a 204 status carrying
 // Nats-Num-Pending and Nats-Last-Sequence; no match at all is one 404.
 func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
+	return w.scanFrom(ctx, filter, start, end, false, fn)
+}
+
+// scanFrom is scan; with toEnd it goes on past end to the end of the
+// stream (the server has nothing pending for the filter).
+func (w *Writer) scanFrom(ctx context.Context, filter string, start, end uint64, toEnd bool, fn func(*rawMsg) error) error {
 	subj := "$JS.API.DIRECT.GET." + w.name
 	seen := start - 1
 	track := func(m *rawMsg) error {
@@ -78,13 +88,13 @@ func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn 
 	}
 	for catchUp := 0; ; catchUp++ {
 		from := seen + 1
-		for from <= end {
+		for toEnd || from <= end {
 			req, _ := json.Marshal(map[string]any{"batch": scanBatch, "next_by_subj": filter, "seq": from})
 			inbox, in, closeFn, err := w.replies.open()
 			if err != nil {
 				return fmt.Errorf("jetstream: scan %s: %w", filter, err)
 			}
-			next, done, err := w.scanBatch(ctx, in, subj, inbox, req, end, track)
+			next, done, err := w.scanBatch(ctx, in, subj, inbox, req, end, toEnd, track)
 			closeFn()
 			if err != nil {
 				return fmt.Errorf("jetstream: scan %s from %d: %w", filter, from, err)
@@ -109,7 +119,7 @@ func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn 
 	}
 }
 
-func (w *Writer) scanBatch(ctx context.Context, in *inbox, subj, inbox string, req []byte, end uint64, fn func(*rawMsg) error) (next uint64, done bool, err error) {
+func (w *Writer) scanBatch(ctx context.Context, in *inbox, subj, inbox string, req []byte, end uint64, toEnd bool, fn func(*rawMsg) error) (next uint64, done bool, err error) {
 	if err := w.nc.PublishRequest(subj, inbox, req); err != nil {
 		return 0, false, err
 	}
@@ -123,7 +133,7 @@ func (w *Writer) scanBatch(ctx context.Context, in *inbox, subj, inbox string, r
 			case "204": // end of batch
 				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
 				lastSeq, _ := strconv.ParseUint(m.Header.Get("Nats-Last-Sequence"), 10, 64)
-				if pending == 0 || lastSeq >= end {
+				if pending == 0 || (lastSeq >= end && !toEnd) {
 					return 0, true, nil
 				}
 				return lastSeq + 1, false, nil
@@ -137,7 +147,7 @@ func (w *Writer) scanBatch(ctx context.Context, in *inbox, subj, inbox string, r
 		if err != nil {
 			return 0, false, fmt.Errorf("direct get reply without a sequence: %w", err)
 		}
-		if seq > end {
+		if seq > end && !toEnd {
 			continue // written after the scan began; the caller asked up to end
 		}
 		if err := fn(&rawMsg{subject: m.Header.Get("Nats-Subject"), seq: seq, header: m.Header, data: m.Data}); err != nil {
@@ -168,9 +178,8 @@ func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.Raw
 		}
 	}
 	if w.replicas <= 1 {
-		out, ok, err := w.multiLast(ctx, filters)
-		if err != nil || ok {
-			return out, err
+		if out, ok := w.multiLast(ctx, filters); ok {
+			return out, nil
 		}
 	}
 	out := make([]*jetstream.RawStreamMsg, len(filters))
@@ -185,42 +194,45 @@ func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.Raw
 }
 
 // multiLast asks for the last message of every subject matching filters
-// and keeps, per filter, the latest. ok is false when the server could not
-// answer in one go (too many subjects, too many bytes): the caller reads
-// filter by filter.
-func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool, err error) {
+// and keeps, per filter, the latest. ok is false whenever the answer is not
+// known to be whole: too many subjects or bytes for one answer, a message
+// the server failed to load, a lost reply, a server restarting. The caller
+// then reads filter by filter, with Last's retries and its errors.
+func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool) {
 	req, _ := json.Marshal(map[string]any{"multi_last": filters, "batch": maxLasts})
 	inbox, in, closeFn, err := w.replies.open()
 	if err != nil {
-		return nil, false, fmt.Errorf("jetstream: lasts: %w", err)
+		return nil, false
 	}
 	defer closeFn()
 	if err := w.nc.PublishRequest("$JS.API.DIRECT.GET."+w.name, inbox, req); err != nil {
-		return nil, false, fmt.Errorf("jetstream: lasts: %w", err)
+		return nil, false
 	}
 	out = make([]*jetstream.RawStreamMsg, len(filters))
+	received := false
 	for {
 		m, err := in.receive(ctx)
 		if err != nil {
-			return nil, false, fmt.Errorf("jetstream: lasts %v: %w", filters, err)
+			return nil, false
 		}
 		if status := m.Header.Get("Status"); status != "" {
-			switch status {
-			case "204": // end of batch: complete unless the server stopped early
+			switch {
+			case status == "204": // end of batch: whole unless the server stopped early
 				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-				return out, pending == 0, nil
-			case "404": // no subject matched
-				return out, true, nil
-			case "413": // too many subjects
-				return nil, false, nil
+				return out, pending == 0
+			case status == "404" && !received && m.Header.Get("Description") == "No Results":
+				return out, true // no subject matched
 			default:
-				return nil, false, fmt.Errorf("jetstream: lasts %v: direct get status %s %s", filters, status, m.Header.Get("Description"))
+				// 413: too many subjects; 404 after messages: a resolved
+				// message failed to load; anything else: read one by one.
+				return nil, false
 			}
 		}
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
-			return nil, false, fmt.Errorf("jetstream: lasts %v: a reply without a sequence: %w", filters, err)
+			return nil, false
 		}
+		received = true
 		subject := m.Header.Get("Nats-Subject")
 		var msg *jetstream.RawStreamMsg
 		for i, f := range filters {

@@ -273,10 +273,12 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 	if err := h.readCheckpoint(ctx, lasts[0]); err != nil {
 		return nil, err
 	}
-	h.compaction, h.compactionRead = lasts[3], true
 	if h.completed {
+		// A read-only handle loads its window later, whenever asked: from
+		// the compaction of that moment, as the log then has it.
 		return h, nil
 	}
+	h.compaction, h.compactionRead = lasts[3], true
 	lease, err := leaseOf(lasts[1])
 	if err != nil {
 		return nil, err
