@@ -18,6 +18,8 @@ type (
 	attemptDone struct {
 		res *runtime.Result
 		err error
+		// store is the attempt's store handle, kept while the run is parked.
+		store runtime.Store
 	}
 	tick  struct{ reason string }
 	ended struct{}
@@ -37,7 +39,21 @@ type runActor struct {
 	cancel  context.CancelFunc
 	timer   *time.Timer
 	retries int
+	// store is the last attempt's handle while the run is parked and the
+	// actor live: the next attempt (a child finished, a deadline) starts
+	// from it without a new lease. Dropped on any other outcome and with
+	// the actor.
+	store runtime.Store
 }
+
+// keepStoreBytes bounds what a parked, live actor keeps of its store
+// handle (its last checkpoint; the window is shed) until it passivates: a
+// larger one is opened again at the next attempt. Parked runs are many;
+// the bound keeps a burst of them within IdleTimeout from holding much.
+const keepStoreBytes = 16 << 10
+
+// shedder is a store handle that can drop its caches to be kept.
+type shedder interface{ Shed() int }
 
 func (a *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -127,7 +143,8 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	attemptCtx, cancel := context.WithCancel(a.m.ctx)
 	a.cancel, a.running, a.pending = cancel, true, false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	n, m, session, run := a.n, a.m, a.session, a.run
+	n, m, session, run, kept := a.n, a.m, a.session, a.run, a.store
+	a.store = nil
 	n.mu.Lock()
 	if n.closed { // draining: no new attempt; the next owner resumes
 		n.mu.Unlock()
@@ -138,8 +155,8 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	n.attempts.Add(1)
 	n.mu.Unlock()
 	go func() {
-		res, err := n.attempt(attemptCtx, m, session, run, reason)
-		root.Send(self, &attemptDone{res: res, err: err})
+		res, store, err := n.attempt(attemptCtx, m, session, run, reason, kept)
+		root.Send(self, &attemptDone{res: res, err: err, store: store})
 	}()
 }
 
@@ -160,6 +177,9 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 		ctx.Stop(self)
 	case errors.Is(err, runtime.ErrWaiting):
 		a.retries = 0
+		if sh, ok := m.store.(shedder); ok && sh.Shed() <= keepStoreBytes {
+			a.store = m.store
+		}
 		if a.pending {
 			a.wake(ctx, "woken while running")
 			return

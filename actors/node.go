@@ -679,13 +679,11 @@ func (n *Node) finished(msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	// Result waiters read the outcome from the log: they need not wait for
-	// the active set's write (redelivery repeats both if it fails).
+	// Result waiters and the parent read the outcome from the log: they
+	// need not wait for the active set's write, which is off the push path
+	// (a parent's next step). If a step fails, redelivery repeats them all:
+	// a parent told twice wakes twice and finds the same children.
 	n.notify(runID)
-	if err := n.activeW.delete(ctx, runID); err != nil {
-		_ = msg.NakWithDelay(time.Second)
-		return
-	}
 	if rec.ParentRunID != "" {
 		if !n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
 			SessionId: rec.ParentSessionID, RunId: rec.ParentRunID, ChildSessionId: sessionID, ChildRunId: runID, CallId: rec.ParentCallID,
@@ -694,6 +692,10 @@ func (n *Node) finished(msg jetstream.Msg) {
 			return
 		}
 	}
+	if err := n.activeW.delete(ctx, runID); err != nil {
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	_ = msg.Ack()
 }
 
@@ -701,40 +703,45 @@ func (n *Node) finished(msg jetstream.Msg) {
 var errEnded = errors.New("actors: run ended")
 
 // attempt runs one runtime.Run attempt of a run.
-func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason string) (*runtime.Result, error) {
+//
+// kept is the handle of the run's previous attempt on this actor (nil:
+// open one); the handle the attempt used is returned with its outcome.
+func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason string, kept runtime.Store) (*runtime.Result, runtime.Store, error) {
 	defer n.attempts.Done()
 	rec, err := n.log.readRun(ctx, sessionID, runID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if rec == nil {
-		return nil, fmt.Errorf("%w: run %s has no record", errPermanent, runID)
+		return nil, nil, fmt.Errorf("%w: run %s has no record", errPermanent, runID)
 	}
 	st, err := n.log.status(ctx, sessionID, runID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.Status == runtime.StatusCancelled || st.Status == runtime.StatusFailed {
-		return nil, errEnded
+		return nil, nil, errEnded
 	}
 	a, ok := n.agents[rec.Agent]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
+		return nil, nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
 	}
 	budget := &budgetView{}
 	if dl, err := n.ledger.deadline(ctx, rec, budget); err != nil {
-		return nil, err
+		return nil, nil, err
 	} else if !dl.IsZero() {
 		if !n.now().Before(dl) {
-			return nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
+			return nil, nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
-	store, err := m.store.Open(ctx, sessionID, runID)
-	if err != nil {
-		return nil, err
+	store := kept
+	if store == nil {
+		if store, err = m.store.Open(ctx, sessionID, runID); err != nil {
+			return nil, nil, err
+		}
 	}
 	subs := make([]runtime.AgentDefinition, 0, len(a.Definition.Subagents))
 	for _, s := range a.Definition.Subagents {
@@ -764,9 +771,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		// The attempt's only deadline is the root's wall-clock budget. A
 		// NATS call timing out also reports context.DeadlineExceeded, and
 		// that one is transient (a stream leader moving after a node died).
-		return nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
+		return nil, nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
 	}
-	return res, err
+	return res, store, err
 }
 
 // errPermanent marks attempt errors no retry can fix.

@@ -5,9 +5,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
@@ -70,5 +75,57 @@ func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
 		if reads != 1 {
 			t.Errorf("%s read %d times, want once", subject, reads)
 		}
+	}
+}
+
+// A parked run whose actor is live starts its next attempt from its
+// handle: the parent, woken once per child that finishes after it parked,
+// writes one lease in all (more would be an Open per wake), and still
+// completes exactly once with every child's result (the handle's window
+// is read again, its fence is the session's last sequence).
+func TestLiveParkedRunKeepsItsStoreHandle(t *testing.T) {
+	g := &gate{}
+	parked := make(chan struct{}, 16)
+	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: threeChildren(), child: childModel{g: g}, idle: time.Minute,
+		sink: func(r events.Run, ev runtime.SinkEvent) {
+			if ev.Kind == runtime.SinkWaiting && r.ParentRunID == "" {
+				parked <- struct{}{}
+			}
+		}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakes := 0
+	for _, k := range []string{"1", "2", "3"} {
+		select {
+		case <-parked:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the parent did not park")
+		}
+		wakes++
+		g.release(`{"n":` + k + `}`)
+		cs, cr := actors.ChildIDs(run, map[string]string{"1": "a", "2": "b", "3": "c"}[k])
+		result(t, n, cs, cr)
+	}
+	reply := result(t, n, sess, run)
+	if string(reply.Output) != `{"answer":"all three"}` {
+		t.Fatalf("reply %s", reply.Output)
+	}
+	completedAll(t, history(t, h.nc, sess, run))
+	js, _ := jetstream.New(h.nc)
+	st, err := js.Stream(context.Background(), "CAIRN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := events.RunLease(sess, run)
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects[lease]; got != 1 {
+		t.Fatalf("the parent wrote %d leases over %d parks, want 1", got, wakes)
 	}
 }

@@ -658,6 +658,21 @@ func (h *RunStore) loadWindow(ctx context.Context) error {
 	return nil
 }
 
+// Shed drops what the handle caches of the session's window (it is read
+// again when next needed) and returns the bytes it still holds: the last
+// checkpoint. A host keeps a parked run's handle across attempts with it,
+// so the next attempt needs no new lease and no reads to open: the handle's
+// fence is still the session's last sequence, and if anyone wrote to the
+// session since (a cancellation, another node's activation), its next
+// commit is fenced out like any stale writer's.
+func (h *RunStore) Shed() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.window, h.ids, h.loaded = nil, nil, false
+	h.compaction, h.compactionRead = nil, false
+	return len(h.cpData)
+}
+
 // Load implements session.SessionStore.
 func (h *RunStore) Load(ctx context.Context) ([]model.Message, error) {
 	h.mu.Lock()
