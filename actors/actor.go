@@ -18,8 +18,10 @@ type (
 	attemptDone struct {
 		res *runtime.Result
 		err error
-		// store is the attempt's store handle, kept while the run is parked.
-		store runtime.Store
+		// store is the attempt's store handle, kept while the run is parked;
+		// reused tells that the attempt started from a kept one.
+		store  runtime.Store
+		reused bool
 	}
 	tick  struct{ reason string }
 	ended struct{}
@@ -51,6 +53,10 @@ type runActor struct {
 // larger one is opened again at the next attempt. Parked runs are many;
 // the bound keeps a burst of them within IdleTimeout from holding much.
 const keepStoreBytes = 16 << 10
+
+// reasonReopen: an attempt from a kept handle was fenced out; the next
+// one opens the run afresh.
+const reasonReopen = "kept store handle stale"
 
 // shedder is a store handle that can drop its caches to be kept.
 type shedder interface{ Shed() int }
@@ -156,7 +162,7 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	n.mu.Unlock()
 	go func() {
 		res, store, err := n.attempt(attemptCtx, m, session, run, reason, kept)
-		root.Send(self, &attemptDone{res: res, err: err, store: store})
+		root.Send(self, &attemptDone{res: res, err: err, store: store, reused: kept != nil})
 	}()
 }
 
@@ -190,6 +196,11 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 	case errors.Is(err, errEnded), a.stopped:
 		a.done = true
 		ctx.Stop(self)
+	case m.reused && (errors.Is(err, runtime.ErrLeaseLost) || errors.Is(err, runtime.ErrConflict)):
+		// Someone wrote to the session since the kept handle's last commit
+		// (another node's activation, a cancellation): what a fresh
+		// activation would have done with this wake is decided by one.
+		a.wake(ctx, reasonReopen)
 	case errors.Is(err, runtime.ErrLeaseLost), errors.Is(err, runtime.ErrConflict), errors.Is(err, runtime.ErrSessionBusy):
 		// Another owner holds the run, or it was cancelled: the log decides
 		// and this activation stops.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/lru"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 )
@@ -218,7 +219,16 @@ type waits struct {
 	// lists a run's without a consumer.
 	w   *kvWriter
 	now func() time.Time
+	// known caches registrations (created once, never changed): a parked
+	// run woken again registers the same wait again, and reads it here.
+	known *lru.Cache[string, waitEntry]
 }
+
+// Bounds of the registration cache.
+const (
+	waitCacheItems = 8192
+	waitCacheBytes = 8 << 20
+)
 
 type waitEntry struct {
 	IDs      []string         `json:"ids"`
@@ -237,8 +247,12 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 	}
 	v, _ := json.Marshal(e)
 	key := waitKey(runID, callID)
+	if stored, ok := w.known.Get(key); ok {
+		return stored, nil
+	}
 	_, err := w.w.create(ctx, key, v)
 	if err == nil {
+		w.known.Add(key, e, len(key)+len(v))
 		return e, nil
 	}
 	if !errors.Is(err, runtime.ErrConflict) {
@@ -252,6 +266,7 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 	if err := json.Unmarshal(kve.Value(), &stored); err != nil {
 		return waitEntry{}, err
 	}
+	w.known.Add(key, stored, len(key)+len(kve.Value()))
 	return stored, nil
 }
 

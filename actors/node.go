@@ -275,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.waits = &waits{kv: waitsKV, w: waitsW, now: cfg.Now}
+	n.waits = &waits{kv: waitsKV, w: waitsW, now: cfg.Now, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
 
 	m, err := n.startMember(ctx)
 	if err != nil {

@@ -22,6 +22,21 @@ type apiCounter struct {
 	mu      sync.Mutex
 	created map[string]int // direct gets of a run record, by subject
 	creates int            // consumers created
+	gets    []string       // every direct get's subject
+}
+
+// getsWithPrefix counts direct gets of keys under prefix (wildcard reads,
+// a scan's first step, left out).
+func (c *apiCounter) getsWithPrefix(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.gets {
+		if strings.HasPrefix(s, prefix) && !strings.HasSuffix(s, ".>") { // a key's, not a scan's
+			n++
+		}
+	}
+	return n
 }
 
 func countAPI(t *testing.T, nc *nats.Conn) *apiCounter {
@@ -30,6 +45,9 @@ func countAPI(t *testing.T, nc *nats.Conn) *apiCounter {
 	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET.") {
+			c.gets = append(c.gets, m.Subject)
+		}
 		switch {
 		case strings.HasPrefix(m.Subject, "$JS.API.CONSUMER.CREATE.") || strings.HasPrefix(m.Subject, "$JS.API.CONSUMER.DURABLE.CREATE."):
 			c.creates++
@@ -86,7 +104,8 @@ func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
 func TestLiveParkedRunKeepsItsStoreHandle(t *testing.T) {
 	g := &gate{}
 	parked := make(chan struct{}, 16)
-	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: threeChildren(), child: childModel{g: g}, idle: time.Minute,
+	srv := natstest.Server(t)
+	h := &harness{nc: natstest.Connect(t, srv), parent: threeChildren(), child: childModel{g: g}, idle: time.Minute,
 		sink: func(r events.Run, ev runtime.SinkEvent) {
 			if ev.Kind == runtime.SinkWaiting && r.ParentRunID == "" {
 				parked <- struct{}{}
@@ -94,6 +113,7 @@ func TestLiveParkedRunKeepsItsStoreHandle(t *testing.T) {
 		}}
 	n := h.start(t)
 	defer n.Close()
+	api := countAPI(t, natstest.Connect(t, srv))
 	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
 	if err != nil {
 		t.Fatal(err)
@@ -127,5 +147,10 @@ func TestLiveParkedRunKeepsItsStoreHandle(t *testing.T) {
 	}
 	if got := info.State.Subjects[lease]; got != 1 {
 		t.Fatalf("the parent wrote %d leases over %d parks, want 1", got, wakes)
+	}
+	// Its wait, registered at the first park, is known at the next ones:
+	// not read back from the bucket.
+	if got := api.getsWithPrefix("$JS.API.DIRECT.GET.KV_cairn_waits.$KV.cairn_waits." + run + "."); got != 0 {
+		t.Fatalf("the parent's wait registration read %d times, want 0", got)
 	}
 }
