@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-agents/cairn/runtime"
@@ -301,6 +302,25 @@ func ValidID(id string) error {
 		return fmt.Errorf("events: ID %q must be 1-128 characters of letters, digits, _ and -", id)
 	}
 	return nil
+}
+
+// SubjectMatches reports whether a literal NATS subject matches filter
+// ('*' is one token, a final '>' one or more).
+func SubjectMatches(filter, subject string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		if ft == ">" {
+			return subject != ""
+		}
+		st, srest, smore := strings.Cut(subject, ".")
+		if ft != "*" && ft != st {
+			return false
+		}
+		if !fmore || !smore {
+			return fmore == smore
+		}
+		filter, subject = frest, srest
+	}
 }
 
 // SessionAll matches every event of a session.

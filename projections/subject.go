@@ -1,30 +1,11 @@
 package projections
 
-import "strings"
-
-// matchSubject reports whether a NATS subject matches filter ('*' is one
-// token, a final '>' one or more).
-func matchSubject(filter, subject string) bool {
-	for {
-		ft, frest, fmore := strings.Cut(filter, ".")
-		if ft == ">" {
-			return subject != ""
-		}
-		st, srest, smore := strings.Cut(subject, ".")
-		if ft != "*" && ft != st {
-			return false
-		}
-		if !fmore || !smore {
-			return fmore == smore
-		}
-		filter, subject = frest, srest
-	}
-}
+import "github.com/cairn-agents/cairn/events"
 
 // matchAny reports whether subject matches any of filters.
 func matchAny(filters []string, subject string) bool {
 	for _, f := range filters {
-		if matchSubject(f, subject) {
+		if events.SubjectMatches(f, subject) {
 			return true
 		}
 	}

@@ -236,7 +236,7 @@ func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstr
 		subject := m.Header.Get("Nats-Subject")
 		var msg *jetstream.RawStreamMsg
 		for i, f := range filters {
-			if !subjectMatches(f, subject) || (out[i] != nil && out[i].Sequence >= seq) {
+			if !events.SubjectMatches(f, subject) || (out[i] != nil && out[i].Sequence >= seq) {
 				continue
 			}
 			if msg == nil {
@@ -271,23 +271,4 @@ func validFilter(f string) error {
 		}
 	}
 	return nil
-}
-
-// subjectMatches reports whether a literal subject matches a filter
-// ('*' one token, a last '>' one or more).
-func subjectMatches(filter, subject string) bool {
-	for {
-		ft, frest, fmore := strings.Cut(filter, ".")
-		if ft == ">" {
-			return subject != ""
-		}
-		st, srest, smore := strings.Cut(subject, ".")
-		if ft != "*" && ft != st {
-			return false
-		}
-		if !fmore || !smore {
-			return fmore == smore
-		}
-		filter, subject = frest, srest
-	}
 }
