@@ -19,7 +19,9 @@ import (
 // stale never overspend: a stale compare-and-set is fenced out, the entry
 // read again, the limit checked on what is stored. Tokens recorded through
 // a view land once.
-func TestLedgerViewsNeverOverspend(t *testing.T) {
+// testLedger is a ledger on a bucket of a server of its own.
+func testLedger(t *testing.T, now func() time.Time) (*ledger, jetstream.KeyValue) {
+	t.Helper()
 	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
@@ -31,7 +33,12 @@ func TestLedgerViewsNeverOverspend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &ledger{kv: kv, w: newKVWriter(w, "cairn_budgets"), now: time.Now}
+	return &ledger{kv: kv, w: newKVWriter(w, "cairn_budgets"), now: now}, kv
+}
+
+func TestLedgerViewsNeverOverspend(t *testing.T) {
+	ctx := context.Background()
+	l, _ := testLedger(t, time.Now)
 	if err := l.open(ctx, "root", runtime.Budget{Steps: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,19 +72,9 @@ func TestLedgerViewsNeverOverspend(t *testing.T) {
 // reads the first's entry and reserves on it. The deadline is the
 // record's.
 func TestLedgerEntryCreatedByFirstReservation(t *testing.T) {
-	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cairn_budgets", Storage: jetstream.FileStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_cairn_budgets"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Unix(1000, 0)
-	l := &ledger{kv: kv, w: newKVWriter(w, "cairn_budgets"), now: func() time.Time { return now }}
+	l, kv := testLedger(t, func() time.Time { return now })
 	rec := &events.Run{RunID: "root", RootRunID: "root", Budget: l.budgetOf(runtime.Budget{Steps: 2, Timeout: time.Hour})}
 	child := &events.Run{RunID: "child", RootRunID: "root", ParentRunID: "root"}
 	if _, err := l.deadline(ctx, child, &budgetView{}); err == nil {

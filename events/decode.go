@@ -168,23 +168,21 @@ func (p *scanner) plainString() (string, bool) {
 	return "", false
 }
 
-// integer reads an integer in JSON's grammar that fits bits.
+// integer reads a number in JSON's grammar that is an integer (no
+// fraction, no exponent: encoding/json refuses those for an int field)
+// and fits bits.
 func (p *scanner) integer(bits int) (int64, bool) {
 	start := p.i
-	p.byte('-')
-	switch {
-	case p.byte('0'):
-	case p.peek() >= '1' && p.peek() <= '9':
-		for p.peek() >= '0' && p.peek() <= '9' {
-			p.i++
+	if !p.number() {
+		return 0, false
+	}
+	tok := p.b[start:p.i]
+	for _, c := range tok {
+		if c == '.' || c == 'e' || c == 'E' {
+			return 0, false
 		}
-	default:
-		return 0, false
 	}
-	if c := p.peek(); c == '.' || c == 'e' || c == 'E' {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, bits)
+	n, err := strconv.ParseInt(string(tok), 10, bits)
 	return n, err == nil
 }
 
