@@ -226,8 +226,8 @@ type waits struct {
 
 // Bounds of the registration cache.
 const (
-	waitCacheItems = 8192
-	waitCacheBytes = 8 << 20
+	waitCacheItems = 4096
+	waitCacheBytes = 4 << 20
 )
 
 type waitEntry struct {

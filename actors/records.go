@@ -43,10 +43,12 @@ type log struct {
 	records *lru.Cache[string, events.Run]
 }
 
-// Bounds of the run record cache: records carry the run's message.
+// Bounds of the run record cache: records carry the run's message. A few
+// thousand cover the runs a node has in flight; more is memory a node
+// with 100,000 parked runs (B5) holds for nothing.
 const (
-	recordCacheItems = 8192
-	recordCacheBytes = 16 << 20
+	recordCacheItems = 4096
+	recordCacheBytes = 8 << 20
 )
 
 func (l *log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
