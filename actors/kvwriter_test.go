@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	cjs "github.com/cairn-agents/cairn/store/jetstream"
-	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
 // entries lists what Get would return for every key under a prefix: the
@@ -16,18 +13,8 @@ import (
 // prefixes (and the prefix itself) not matched; and it leaves no consumer
 // on the server, where a key listing makes one per call.
 func TestKVWriterEntriesMatchGet(t *testing.T) {
-	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cairn_children", Storage: jetstream.FileStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_cairn_children"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := newKVWriter(w, "cairn_children")
+	kv, k := testBucket(t, "cairn_children")
 	for _, op := range []struct{ key, value string }{
 		{"r1.b", "b1"}, {"r1.a", "a1"}, {"r1.b", "b2"}, {"r1.c", "c1"}, {"r1.d", "d1"},
 		{"r10.a", "other run"}, {"r1", "the prefix itself"}, {"r1.e.f", "nested"},
@@ -69,11 +56,11 @@ func TestKVWriterEntriesMatchGet(t *testing.T) {
 	if err := k.entries(ctx, "r2", func(string, []byte) error { t.Fatal("an entry for a prefix with none"); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	info, err := js.Stream(ctx, "KV_cairn_children")
+	st, err := kv.Status(ctx) // a fresh read of the bucket's stream
 	if err != nil {
 		t.Fatal(err)
 	}
-	if si, err := info.Info(ctx); err != nil || si.State.Consumers != 0 {
-		t.Fatalf("consumers left on the bucket's stream: %v, %v", si.State.Consumers, err)
+	if n := st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.Consumers; n != 0 {
+		t.Fatalf("%d consumers left on the bucket's stream", n)
 	}
 }

@@ -19,21 +19,29 @@ import (
 // stale never overspend: a stale compare-and-set is fenced out, the entry
 // read again, the limit checked on what is stored. Tokens recorded through
 // a view land once.
-// testLedger is a ledger on a bucket of a server of its own.
-func testLedger(t *testing.T, now func() time.Time) (*ledger, jetstream.KeyValue) {
+// testBucket makes a KV bucket on a server of its own, as the node makes
+// its buckets, and a kvWriter on it.
+func testBucket(t *testing.T, bucket string) (jetstream.KeyValue, *kvWriter) {
 	t.Helper()
 	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cairn_budgets", Storage: jetstream.FileStorage})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_cairn_budgets"})
+	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_" + bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &ledger{kv: kv, w: newKVWriter(w, "cairn_budgets"), now: now}, kv
+	return kv, newKVWriter(w, bucket)
+}
+
+// testLedger is a ledger on a bucket of a server of its own.
+func testLedger(t *testing.T, now func() time.Time) (*ledger, jetstream.KeyValue) {
+	t.Helper()
+	kv, w := testBucket(t, "cairn_budgets")
+	return &ledger{kv: kv, w: w, now: now}, kv
 }
 
 func TestLedgerViewsNeverOverspend(t *testing.T) {

@@ -60,11 +60,17 @@ type rawMsg struct {
 // batched direct gets, so unlike a KV key listing or a watcher it creates
 // no consumer on the server.
 func (w *Writer) Scan(ctx context.Context, filter string, fn func(subject string, seq uint64, header nats.Header, data []byte) error) error {
-	last, err := w.last(ctx, filter)
-	if err != nil || last == nil {
-		return err
+	var end uint64
+	if w.replicas > 1 {
+		// The leader's last message: a follower that is behind must be
+		// waited for. A single replica is read to its end without it.
+		last, err := w.last(ctx, filter)
+		if err != nil || last == nil {
+			return err
+		}
+		end = last.Sequence
 	}
-	return w.scanFrom(ctx, filter, 1, last.Sequence, true, func(m *rawMsg) error { return fn(m.subject, m.seq, m.header, m.data) })
+	return w.scanFrom(ctx, filter, 1, end, true, func(m *rawMsg) error { return fn(m.subject, m.seq, m.header, m.data) })
 }
 
 // scan reads every message matching filter from start to end (inclusive) with
