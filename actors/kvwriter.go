@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
@@ -60,11 +62,17 @@ func (k *kvWriter) put(ctx context.Context, key string, value []byte) (uint64, e
 	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), "", 0)
 }
 
-// delete leaves a delete marker, as kv.Delete does (deleting a key that
-// has none is harmless).
-func (k *kvWriter) delete(ctx context.Context, key string) error {
+// purge removes key: a purge marker rolls up (removes) every earlier
+// revision, as kv.Purge does, and expires itself after ttl, so that
+// nothing of the key is left to read. A plain delete marker stays for
+// good: the active set kept one for every run that ever finished, and
+// the sweep read them all, every SweepInterval. The bucket must allow
+// message TTLs (bucketConfig).
+func (k *kvWriter) purge(ctx context.Context, key string, ttl time.Duration) error {
 	msg := &nats.Msg{Subject: k.subject(key), Header: nats.Header{}}
-	msg.Header.Set(kvOperation, kvOperationDel)
+	msg.Header.Set(kvOperation, kvOperationPurge)
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	msg.Header.Set(jetstream.MsgTTLHeader, ttl.String())
 	_, err := k.w.Write(ctx, msg, k.id(), "", 0)
 	return err
 }
@@ -76,7 +84,14 @@ func (k *kvWriter) delete(ctx context.Context, key string) error {
 // delete an ordered consumer on the server at every call, and a listing
 // then needs a Get per key besides.
 func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key string, value []byte) error) error {
+	return k.scan(ctx, prefix, fn, nil)
+}
+
+// scan is entries that also calls deleted, when given, with every key
+// whose last message is a delete marker (not a purge), in key order.
+func (k *kvWriter) scan(ctx context.Context, prefix string, fn func(key string, value []byte) error, deleted func(key string)) error {
 	values := map[string][]byte{}
+	dels := map[string]bool{}
 	subjPrefix := "$KV." + k.bucket + "."
 	filter := subjPrefix + ">"
 	if prefix != "" {
@@ -84,16 +99,27 @@ func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key strin
 	}
 	err := k.w.Scan(ctx, filter, func(subject string, _ uint64, header nats.Header, data []byte) error {
 		key := strings.TrimPrefix(subject, subjPrefix)
-		switch header.Get(kvOperation) {
+		op := header.Get(kvOperation)
+		switch op {
 		case kvOperationDel, kvOperationPurge:
 			delete(values, key)
 		default:
 			values[key] = data
 		}
+		if op == kvOperationDel {
+			dels[key] = true
+		} else {
+			delete(dels, key)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if deleted != nil {
+		for _, key := range slices.Sorted(maps.Keys(dels)) {
+			deleted(key)
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(values)) {
 		if err := fn(key, values[key]); err != nil {

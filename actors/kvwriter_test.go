@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -14,7 +16,7 @@ import (
 // on the server, where a key listing makes one per call.
 func TestKVWriterEntriesMatchGet(t *testing.T) {
 	ctx := context.Background()
-	kv, k := testBucket(t, "cairn_children")
+	kv, k := testBucket(t, activeBucket) // the bucket that allows purge markers with a TTL
 	for _, op := range []struct{ key, value string }{
 		{"r1.b", "b1"}, {"r1.a", "a1"}, {"r1.b", "b2"}, {"r1.c", "c1"}, {"r1.d", "d1"},
 		{"r10.a", "other run"}, {"r1", "the prefix itself"}, {"r1.e.f", "nested"},
@@ -23,7 +25,7 @@ func TestKVWriterEntriesMatchGet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := k.delete(ctx, "r1.c"); err != nil { // our delete marker
+	if err := k.purge(ctx, "r1.c", time.Minute); err != nil { // our purge marker
 		t.Fatal(err)
 	}
 	if err := kv.Purge(ctx, "r1.d"); err != nil { // nats.go's purge marker
@@ -62,5 +64,67 @@ func TestKVWriterEntriesMatchGet(t *testing.T) {
 	}
 	if n := st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.Consumers; n != 0 {
 		t.Fatalf("%d consumers left on the bucket's stream", n)
+	}
+}
+
+// A key removed with purge leaves nothing behind: its earlier revisions
+// are rolled up at once, and its marker expires (C27's active set would
+// otherwise keep a marker for every run that ever finished, read at
+// every sweep). scan reports keys whose last message is an old-style
+// delete marker, and no others.
+func TestKVWriterPurgeLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	kv, k := testBucket(t, activeBucket)
+	for _, key := range []string{"gone", "kept", "old"} {
+		if _, err := k.put(ctx, key, []byte(`{"session_id":"s"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.put(ctx, "gone", []byte(`{"session_id":"s2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "old"); err != nil { // what earlier builds left
+		t.Fatal(err)
+	}
+	if err := k.purge(ctx, "gone", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.AllowMsgTTL {
+		t.Fatal("the active set's stream does not allow message TTLs")
+	}
+	hist, err := kv.History(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].Operation() != jetstream.KeyValuePurge {
+		t.Fatalf("the purged key's history: %d entries, want its purge marker alone", len(hist))
+	}
+	var live, deleted []string
+	if err := k.scan(ctx, "", func(key string, _ []byte) error { live = append(live, key); return nil },
+		func(key string) { deleted = append(deleted, key) }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(live, " ") != "kept" || strings.Join(deleted, " ") != "old" {
+		t.Fatalf("scan: live %v, deleted %v; want [kept], [old]", live, deleted)
+	}
+	// The marker expires (the server's TTL; a second here, a minute for
+	// the node's).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := kv.History(ctx, "gone")
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the purge marker did not expire")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

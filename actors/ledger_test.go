@@ -26,7 +26,7 @@ func testBucket(t *testing.T, bucket string) (jetstream.KeyValue, *kvWriter) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(bucket, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -335,7 +335,8 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	rdv := cluster.NewRendezvous()
 	rdv.UpdateMembers(members)
 	var mine []activeEntry
-	err := n.activeW.entries(ctx, "", func(run string, value []byte) error {
+	var stale []string
+	err := n.activeW.scan(ctx, "", func(run string, value []byte) error {
 		var a activeRun
 		if jsonUnmarshal(value, &a) != nil {
 			return nil
@@ -345,6 +346,10 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 			mine = append(mine, activeEntry{session: a.SessionID, run: run})
 		}
 		return nil
+	}, func(run string) {
+		if len(stale) < staleMarkersPerSweep && rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: run, Kind: runKind}) == m.addr {
+			stale = append(stale, run)
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("actors: sweep: read active runs: %w", err)
@@ -385,10 +390,39 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	if woken > 0 {
 		n.logger.Info("actors: swept runs whose owner is gone", "member", m.id, "woken", woken, "owned", len(mine))
 	}
+	n.purgeStale(ctx, stale) // after the wakes: recovery first
 	return nil
 }
 
 type activeEntry struct{ session, run string }
+
+// staleMarkersPerSweep bounds the old delete markers one sweep replaces.
+const staleMarkersPerSweep = 10000
+
+// purgeStale replaces the active set's delete markers left by earlier
+// builds (which kept one for good per finished run) with expiring purge
+// markers, so the set shrinks to its active runs. Each member takes the
+// keys it owns by rendezvous; a key purged twice is harmless.
+func (n *Node) purgeStale(ctx context.Context, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64) // enough at once to share batches
+	var failed atomic.Int64
+	for _, key := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := n.activeW.purge(ctx, key, activeMarkerTTL); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	n.logger.Info("actors: sweep: removed old delete markers from the active set", "purged", int64(len(keys))-failed.Load(), "failed", failed.Load())
+}
 
 // unleasedGrace is how long a created run may go without a lease before a
 // sweep wakes it.

@@ -231,7 +231,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.log = &log{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) (jetstream.KeyValue, error) {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Storage: jetstream.FileStorage, Replicas: replicas})
+		kv, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, replicas))
 		if err != nil {
 			return nil, fmt.Errorf("actors: bucket %s: %w", name, err)
 		}
@@ -248,7 +248,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.children, err = bucket("cairn_children"); err != nil {
 		return nil, err
 	}
-	if _, err = bucket("cairn_active"); err != nil {
+	if _, err = bucket(activeBucket); err != nil {
 		return nil, err
 	}
 	writer := func(bucket string) (*kvWriter, error) {
@@ -264,7 +264,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.activeW, err = writer("cairn_active"); err != nil {
+	if n.activeW, err = writer(activeBucket); err != nil {
 		return nil, err
 	}
 	if n.childrenW, err = writer("cairn_children"); err != nil {
@@ -562,6 +562,25 @@ func (n *Node) track(ctx context.Context, key string, ch child, rec *events.Run)
 	return n.markActive(ctx, ch.SessionID, ch.RunID)
 }
 
+// activeMarkerTTL is how long the purge marker of a run that left the
+// active set stays before the server removes it (and with it the last
+// trace of the key). Nothing reads it: any TTL would do; a minute leaves
+// it visible to whoever inspects the bucket right after a run finishes.
+const activeMarkerTTL = time.Minute
+
+// bucketConfig is the configuration of the node's KV bucket name. The
+// active set allows message TTLs (LimitMarkerTTL), for the expiring purge
+// markers of finished runs; server 2.11 or later.
+func bucketConfig(name string, replicas int) jetstream.KeyValueConfig {
+	cfg := jetstream.KeyValueConfig{Bucket: name, Storage: jetstream.FileStorage, Replicas: replicas}
+	if name == activeBucket {
+		cfg.LimitMarkerTTL = activeMarkerTTL
+	}
+	return cfg
+}
+
+const activeBucket = "cairn_active"
+
 func jsonUnmarshal(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("actors: decode: %w", err)
@@ -692,7 +711,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 			return
 		}
 	}
-	if err := n.activeW.delete(ctx, runID); err != nil {
+	if err := n.activeW.purge(ctx, runID, activeMarkerTTL); err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}

@@ -1,0 +1,79 @@
+package actors_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+// A run that finishes leaves the active set for good (C27, C28: the set
+// is what the sweep reads to find runs to resume): its key is rolled up
+// into a purge marker that expires, where a delete marker stayed forever
+// and every sweep read every run that ever finished. A delete marker an
+// earlier build left is replaced by the node's first sweep.
+func TestFinishedRunsLeaveTheActiveSet(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv)
+	js, _ := jetstream.New(nc)
+	old, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cairn_active", Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Put(ctx, "rOld", []byte(`{"session_id":"sOld"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Delete(ctx, "rOld"); err != nil { // an earlier build's delete marker
+		t.Fatal(err)
+	}
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(ctx, "planner", "Do three things.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	kv, err := js.KeyValue(ctx, "cairn_active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The purges follow the completions (and the first sweep) shortly:
+	// wait for them, then check what is left.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var live, markers []string
+		w, err := kv.WatchAll(ctx, jetstream.IncludeHistory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := map[string]jetstream.KeyValueOp{}
+		for e := range w.Updates() {
+			if e == nil {
+				break
+			}
+			last[e.Key()] = e.Operation()
+		}
+		_ = w.Stop()
+		for key, op := range last {
+			if op == jetstream.KeyValuePurge {
+				markers = append(markers, key)
+			} else {
+				live = append(live, key+"="+op.String())
+			}
+		}
+		// The parent and its three children, and the old key.
+		if len(live) == 0 && len(markers) == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("active set: %d keys not purged (%s), %d purged; want 0 and 5", len(live), strings.Join(live, " "), len(markers))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
