@@ -123,9 +123,18 @@ type ObjectRef struct {
 }
 
 // Checkpoint is the payload of CheckpointCommitted: the whole revision,
-// Append included (C12, C17).
+// Append included (C12, C17), but for its used call IDs when
+// UsedCallIDsBase is set.
 type Checkpoint struct {
 	Checkpoint runtime.Checkpoint `json:"checkpoint"`
+	// UsedCallIDsBase, when set, is the log sequence of an earlier
+	// checkpoint event of the same run that lists every call ID the run
+	// had used by then (and has no base of its own); this event's
+	// checkpoint.used_call_ids then lists only the IDs used since, in
+	// order. The whole list is the base's followed by this one's. Without
+	// it, a revision carried every ID the run ever used: a run of n calls
+	// wrote O(n²) bytes.
+	UsedCallIDsBase uint64 `json:"used_call_ids_base,omitempty"`
 }
 
 // Lease is the payload of LeaseAcquired.
@@ -180,9 +189,19 @@ func NewRaw(t Type, sessionID, runID string, revision, epoch int64, at time.Time
 // CheckpointPayload encodes the payload of CheckpointCommitted around a
 // checkpoint already encoded as JSON.
 func CheckpointPayload(checkpoint []byte) json.RawMessage {
-	b := make([]byte, 0, len(checkpoint)+16)
+	return CheckpointPayloadOn(checkpoint, 0)
+}
+
+// CheckpointPayloadOn is CheckpointPayload with a used-call-ID base
+// (Checkpoint.UsedCallIDsBase; 0: none).
+func CheckpointPayloadOn(checkpoint []byte, usedCallIDsBase uint64) json.RawMessage {
+	b := make([]byte, 0, len(checkpoint)+48)
 	b = append(b, `{"checkpoint":`...)
 	b = append(b, checkpoint...)
+	if usedCallIDsBase > 0 {
+		b = append(b, `,"used_call_ids_base":`...)
+		b = strconv.AppendUint(b, usedCallIDsBase, 10)
+	}
 	return append(b, '}')
 }
 

@@ -25,7 +25,9 @@ func (e Event) Completed() bool { return strings.HasSuffix(e.Subject, ".c.done")
 
 // Checkpoint decodes the payload of a CheckpointCommitted event. The
 // payload must be inline (the runner resolves object-store references
-// before Apply).
+// before Apply). Its UsedCallIDs are those the event lists: on a base
+// (events.Checkpoint.UsedCallIDsBase), only those added since; a replay
+// History has them whole.
 func (e Event) Checkpoint() (*runtime.Checkpoint, error) {
 	if e.Type != events.CheckpointCommitted {
 		return nil, fmt.Errorf("projections: seq %d: %s is not a checkpoint", e.Seq, e.Type)

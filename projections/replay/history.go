@@ -12,8 +12,10 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +59,10 @@ type History struct {
 // FromEvents builds the history of run from its session's events in stream
 // order.
 func FromEvents(runID string, evs []projections.Event) (*History, error) {
+	evs, err := withUsedCallIDs(evs)
+	if err != nil {
+		return nil, err
+	}
 	h := &History{RunID: runID}
 	for _, e := range evs {
 		if e.RunID != runID {
@@ -85,6 +91,48 @@ func FromEvents(runID string, evs []projections.Event) (*History, error) {
 		}
 	}
 	return h, nil
+}
+
+// withUsedCallIDs returns evs with every checkpoint that lists its used
+// call IDs on a base (events.Checkpoint.UsedCallIDsBase) rewritten to list
+// them all, as its run's handle loaded them: a history's states, diffs,
+// re-drives and forks then see whole checkpoints. The base is an earlier
+// event of the same run in evs (a session read from its start).
+func withUsedCallIDs(evs []projections.Event) ([]projections.Event, error) {
+	var out []projections.Event
+	full := map[uint64][]string{} // a run's full listings, by sequence
+	runOf := map[uint64]string{}
+	for i, e := range evs {
+		if e.Type != events.CheckpointCommitted {
+			continue
+		}
+		var p events.Checkpoint
+		if err := e.Payload(&p); err != nil {
+			return nil, fmt.Errorf("replay: seq %d: %w", e.Seq, err)
+		}
+		if p.UsedCallIDsBase == 0 {
+			full[e.Seq], runOf[e.Seq] = p.Checkpoint.UsedCallIDs, e.RunID
+			continue
+		}
+		base, ok := full[p.UsedCallIDsBase]
+		if !ok || runOf[p.UsedCallIDsBase] != e.RunID {
+			return nil, fmt.Errorf("replay: seq %d: %w: its used call IDs build on seq %d, not an earlier full listing of run %s", e.Seq, events.ErrMalformed, p.UsedCallIDsBase, e.RunID)
+		}
+		cp := p.Checkpoint
+		cp.UsedCallIDs = append(append([]string(nil), base...), cp.UsedCallIDs...)
+		b, err := json.Marshal(events.Checkpoint{Checkpoint: cp})
+		if err != nil {
+			return nil, fmt.Errorf("replay: seq %d: %w", e.Seq, err)
+		}
+		if out == nil { // copy on first write: evs is the caller's
+			out = slices.Clone(evs)
+		}
+		out[i].Data = b
+	}
+	if out == nil {
+		return evs, nil
+	}
+	return out, nil
 }
 
 // Load reads a run's history from the log: the session is found from any

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -209,5 +210,46 @@ func TestRedriveServesUsageAndBudgetCountsIt(t *testing.T) {
 	}
 	if !rep.Exact() {
 		t.Fatalf("re-drive of a log with usage differs: %+v", rep.Divergence)
+	}
+}
+
+// A run long enough that its log lists most revisions' used call IDs on a
+// base (more than 64 IDs: a full listing mid-run, then revisions on it)
+// is read whole: its last state has every ID in order, and a re-drive
+// reproduces every commit exactly, used call IDs included.
+func TestRedriveLongRunUsedCallIDs(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	var steps []model.Response
+	var want []string
+	for s := 0; s < 9; s++ {
+		var parts []model.Part
+		for i := 0; i < 10; i++ {
+			id := fmt.Sprintf("toolu_%d_%d", s, i)
+			want = append(want, id)
+			parts = append(parts, model.Call(id, "run_js", `{"code":"return 1"}`))
+		}
+		steps = append(steps, model.Reply(parts...))
+	}
+	want = append(want, "done")
+	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
+	h, session := env.host(t, runtimetest.Scenario{Name: "long", Steps: steps})
+	if _, err := h.Drive(5, nil); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := hist.Commits[len(hist.Commits)-1].Checkpoint
+	if strings.Join(last.UsedCallIDs, ",") != strings.Join(want, ",") {
+		t.Fatalf("last commit's used call IDs: %d, want %d: %v", len(last.UsedCallIDs), len(want), last.UsedCallIDs)
+	}
+	rep, err := replay.Redrive(ctx, hist, 0, setup(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() {
+		t.Fatalf("re-drive %d/%d: divergence %+v", rep.Reproduced, rep.Logged, rep.Divergence)
 	}
 }

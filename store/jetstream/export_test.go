@@ -30,3 +30,11 @@ func WrapWriterPublish(w *Writer, wrap func(PublishFunc) PublishFunc) {
 func WrapWriterBatchRequest(w *Writer, wrap func(BatchRequestFunc) BatchRequestFunc) {
 	w.batchRequest = wrap(w.batchRequest)
 }
+
+// ForgetUsedCallIDsBase makes a handle's next revision list every used
+// call ID, as every revision did before listings had a base.
+func ForgetUsedCallIDsBase(h *RunStore) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.baseSeq, h.baseLen = 0, 0
+}

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -383,22 +384,35 @@ func conflict(err error) bool {
 
 // DecodeCheckpoint decodes a CheckpointCommitted message read from the
 // log (Last, Lasts), fetching an out-of-line payload from the object store.
+// Its UsedCallIDs are those the event lists: when the event has a base
+// (events.Checkpoint.UsedCallIDsBase), only those added since; a run's
+// handle (LoadCheckpoint) has them all.
 func (s *Store) DecodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) (*runtime.Checkpoint, error) {
+	cp, _, _, err := s.decodeCheckpointOf(ctx, m)
+	return cp, err
+}
+
+// decodeCheckpointOf is DecodeCheckpoint that also returns the event's
+// used-call-ID base (0: it lists them all) and its run.
+func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMsg) (cp *runtime.Checkpoint, base uint64, run string, err error) {
 	e, err := events.Decode(m.Data)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
+		return nil, 0, "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
 	if e.Type != events.CheckpointCommitted {
-		return nil, fmt.Errorf("jetstream: %s seq %d: %w: %s where a checkpoint was expected", m.Subject, m.Sequence, events.ErrMalformed, e.Type)
+		return nil, 0, "", fmt.Errorf("jetstream: %s seq %d: %w: %s where a checkpoint was expected", m.Subject, m.Sequence, events.ErrMalformed, e.Type)
 	}
 	if err := s.resolve(ctx, &e); err != nil {
-		return nil, err
+		return nil, 0, "", err
 	}
 	var p events.Checkpoint
 	if err := e.Payload(&p); err != nil {
-		return nil, err
+		return nil, 0, "", err
 	}
-	return &p.Checkpoint, nil
+	if p.UsedCallIDsBase >= m.Sequence {
+		return nil, 0, "", fmt.Errorf("jetstream: %s seq %d: %w: used call IDs based on seq %d, not an earlier one", m.Subject, m.Sequence, events.ErrMalformed, p.UsedCallIDsBase)
+	}
+	return &p.Checkpoint, p.UsedCallIDsBase, e.RunID, nil
 }
 
 // resolve replaces an event's DataRef with the payload it points at.
@@ -431,11 +445,22 @@ type RunStore struct {
 	epoch     int64 // 0: a read-only handle of a completed run
 	seq       uint64
 	rev       int64
-	cpData    []byte // the committed checkpoint, JSON, for identical retries
+	cpData    []byte // the committed checkpoint as encoded in the log, for identical retries
 	completed bool
-	window    []model.Message
-	ids       map[string]bool
-	loaded    bool
+	// used is every call ID the committed checkpoint lists. The log lists
+	// them in full only now and then (at most every maxUsedCallIDsDelta
+	// IDs); in between, a revision lists those added since the last full
+	// listing, its base (events.Checkpoint.UsedCallIDsBase). baseSeq and
+	// baseLen are that listing's log sequence and length (0: none known:
+	// the next revision lists in full); lastFull is whether the committed
+	// revision was one (an identical retry is encoded as it was).
+	used     []string
+	baseSeq  uint64
+	baseLen  int
+	lastFull bool
+	window   []model.Message
+	ids      map[string]bool
+	loaded   bool
 	// compaction is the session's last compaction when the handle was
 	// opened (nil: none), read with the rest at Open: loadWindow starts
 	// from it. compactionRead is false on a handle made without Open.
@@ -452,13 +477,43 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 	if m == nil {
 		return nil
 	}
-	cp, err := h.s.DecodeCheckpoint(ctx, m)
+	cp, base, _, err := h.s.decodeCheckpointOf(ctx, m)
 	if err != nil {
 		return err
 	}
 	h.rev, h.completed = cp.Revision, cp.Reply != nil
+	if base == 0 {
+		h.used, h.baseSeq, h.baseLen, h.lastFull = cp.UsedCallIDs, m.Sequence, len(cp.UsedCallIDs), true
+	} else {
+		listing, err := h.s.usedCallIDsAt(ctx, h.run, base)
+		if err != nil {
+			return err
+		}
+		h.used = append(listing[:len(listing):len(listing)], cp.UsedCallIDs...)
+		h.baseSeq, h.baseLen, h.lastFull = base, len(listing), false
+	}
 	h.cpData, err = json.Marshal(cp)
 	return err
+}
+
+// usedCallIDsAt reads the full listing of a run's used call IDs at seq,
+// the base of a later revision's.
+func (s *Store) usedCallIDsAt(ctx context.Context, runID string, seq uint64) ([]string, error) {
+	m, err := s.bySeq(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("jetstream: run %s: the checkpoint at seq %d that lists its used call IDs is missing: %w", runID, seq, events.ErrMalformed)
+	}
+	cp, base, run, err := s.decodeCheckpointOf(ctx, m)
+	if err == nil && (base != 0 || run != runID) {
+		err = fmt.Errorf("%w: not a full listing of the run's used call IDs (run %s, based on seq %d)", events.ErrMalformed, run, base)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: run %s: used call IDs at seq %d: %w", runID, seq, err)
+	}
+	return cp.UsedCallIDs, nil
 }
 
 // LoadCheckpoint implements runtime.Store.
@@ -472,17 +527,39 @@ func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, err
 	if err := json.Unmarshal(h.cpData, &cp); err != nil {
 		return nil, fmt.Errorf("jetstream: load checkpoint: %w", err)
 	}
+	cp.UsedCallIDs = slices.Clone(h.used)
 	return &cp, nil
+}
+
+// maxUsedCallIDsDelta is the most used call IDs a revision lists on top
+// of its base before one lists them all again: a run of n calls writes
+// O(n·64 + n²/64) IDs in all, where a full listing in every revision
+// wrote O(n²) (a run of 1,000 calls with provider-length IDs: 16 MB).
+const maxUsedCallIDsDelta = 64
+
+// encode returns cp as the log stores it: with every used call ID (full),
+// or with those added since the base listing, and that listing's sequence.
+func (h *RunStore) encode(cp *runtime.Checkpoint, full bool) ([]byte, uint64, error) {
+	if full {
+		b, err := json.Marshal(cp)
+		return b, 0, err
+	}
+	c := *cp
+	c.UsedCallIDs = cp.UsedCallIDs[h.baseLen:]
+	b, err := json.Marshal(&c)
+	return b, h.baseSeq, err
+}
+
+// extendsBase reports whether ids starts with the base listing, so that
+// a revision can list the rest alone.
+func (h *RunStore) extendsBase(ids []string) bool {
+	return h.baseSeq > 0 && len(ids) >= h.baseLen && slices.Equal(ids[:h.baseLen], h.used[:h.baseLen])
 }
 
 // SaveCheckpoint implements runtime.Store.
 func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) error {
 	if cp == nil {
 		return errors.New("jetstream: save checkpoint: nil checkpoint")
-	}
-	b, err := json.Marshal(cp)
-	if err != nil {
-		return fmt.Errorf("jetstream: save checkpoint: %w", err)
 	}
 	for i, m := range cp.Append {
 		if err := m.Validate(); err != nil {
@@ -495,12 +572,20 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	case h.epoch == 0:
 		return fmt.Errorf("jetstream: save run %s: the run is completed (read-only handle): %w", h.run, runtime.ErrConflict)
 	case cp.Revision == h.rev && h.rev > 0:
-		if bytes.Equal(b, h.cpData) {
-			return nil // identical retry of the committed revision (C13)
+		if h.lastFull || h.extendsBase(cp.UsedCallIDs) {
+			b, _, err := h.encode(cp, h.lastFull)
+			if err == nil && bytes.Equal(b, h.cpData) {
+				return nil // identical retry of the committed revision (C13)
+			}
 		}
 		return fmt.Errorf("jetstream: save run %s rev %d: differs from the committed revision: %w", h.run, cp.Revision, runtime.ErrConflict)
 	case cp.Revision != h.rev+1:
 		return fmt.Errorf("jetstream: save run %s rev %d: current revision is %d: %w", h.run, cp.Revision, h.rev, runtime.ErrConflict)
+	}
+	full := !h.extendsBase(cp.UsedCallIDs) || len(cp.UsedCallIDs)-h.baseLen > maxUsedCallIDsDelta
+	b, base, err := h.encode(cp, full)
+	if err != nil {
+		return fmt.Errorf("jetstream: save checkpoint: %w", err)
 	}
 	if err := h.loadWindow(ctx); err != nil {
 		return err
@@ -510,7 +595,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 			return fmt.Errorf("jetstream: save run %s rev %d: append[%d]: message %s already in the window: %w", h.run, cp.Revision, i, m.ID, runtime.ErrConflict)
 		}
 	}
-	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayload(b))
+	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadOn(b, base))
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
@@ -523,6 +608,15 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	}
 	h.seq, h.rev, h.cpData = seq, cp.Revision, b
 	h.completed = cp.Reply != nil
+	if ids := cp.UsedCallIDs; !full && len(ids) >= len(h.used) && slices.Equal(ids[h.baseLen:len(h.used)], h.used[h.baseLen:]) {
+		h.used = append(h.used, ids[len(h.used):]...) // the usual case: a few IDs more
+	} else {
+		h.used = slices.Clone(ids)
+	}
+	h.lastFull = full
+	if full {
+		h.baseSeq, h.baseLen = seq, len(cp.UsedCallIDs)
+	}
 	for _, m := range cp.Append {
 		h.window = append(h.window, m)
 		h.ids[m.ID] = true
@@ -660,8 +754,9 @@ func (h *RunStore) loadWindow(ctx context.Context) error {
 
 // Shed drops what the handle caches of the session's window (it is read
 // again when next needed) and returns the bytes it still holds: the last
-// checkpoint. A host keeps a parked run's handle across attempts with it,
-// so the next attempt needs no new lease and no reads to open: the handle's
+// checkpoint and its used call IDs. A host keeps a parked run's handle
+// across attempts with it, so the next attempt needs no new lease and no
+// reads to open: the handle's
 // fence is still the session's last sequence, and if anyone wrote to the
 // session since (a cancellation, another node's activation), its next
 // commit is fenced out like any stale writer's.
@@ -670,7 +765,11 @@ func (h *RunStore) Shed() int {
 	defer h.mu.Unlock()
 	h.window, h.ids, h.loaded = nil, nil, false
 	h.compaction, h.compactionRead = nil, false
-	return len(h.cpData)
+	n := len(h.cpData)
+	for _, id := range h.used {
+		n += len(id) + 16 // and the string's header
+	}
+	return n
 }
 
 // Load implements session.SessionStore.

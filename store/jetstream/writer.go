@@ -264,9 +264,41 @@ func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStream
 	return nil, fmt.Errorf("jetstream: read last of %s: %w", subject, err)
 }
 
+// bySeq returns the message at seq (nil when there is none), read from
+// the stream leader when replicated, with last's retries.
+func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	var err error
+	for attempt := 0; attempt <= w.retries; attempt++ {
+		var m *jetstream.RawStreamMsg
+		if w.replicas > 1 {
+			m, err = w.getFromLeader(ctx, map[string]any{"seq": seq})
+		} else {
+			m, err = w.stream.GetMsg(ctx, seq)
+		}
+		if err == nil {
+			return m, nil
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			break
+		}
+		if werr := w.sleep(ctx, attempt); werr != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("jetstream: read seq %d: %w", seq, err)
+}
+
 // lastFromLeader reads through the stream leader's message-get API.
 func (w *Writer) lastFromLeader(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
+	return w.getFromLeader(ctx, map[string]any{"last_by_subj": subject})
+}
+
+// getFromLeader asks the stream leader's message-get API for one message.
+func (w *Writer) getFromLeader(ctx context.Context, request map[string]any) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(request)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := w.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+w.name, req)

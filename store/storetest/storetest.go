@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -36,6 +37,7 @@ func Run(t *testing.T, newOpener func(t *testing.T) Opener) {
 		{"C11_EveryFieldRoundTrips", testRoundTrip},
 		{"C13_RevisionAdvancesByExactlyOne", testRevisionSequence},
 		{"C13_IdenticalRetryAppendsOnce", testIdenticalRetry},
+		{"C11_UsedCallIDsSurviveManyRevisions", testUsedCallIDs},
 		{"C13_ConflictingRevisionFails", testConflictingRevision},
 		{"C13_ConcurrentWritersOneWins", testConcurrentWriters},
 		{"C12_AppendAndCheckpointMoveTogether", testAtomicAppend},
@@ -183,6 +185,43 @@ func testRevisionSequence(t *testing.T, o Opener) {
 		t.Fatalf("load = %+v, %v; want revision 2", got, err)
 	}
 	wantIDs(t, "window", window(t, s), "m1", "m2")
+}
+
+// A long run's used call IDs come back whole and in order from every
+// reload, whatever the store keeps per revision (the JetStream store lists
+// most revisions' IDs on top of an earlier full listing); an identical
+// retry of a revision is accepted and one that changes an earlier ID is a
+// conflict (C13).
+func testUsedCallIDs(t *testing.T, o Opener) {
+	ctx := context.Background()
+	s := open(t, o, "s", "r")
+	var used []string
+	for rev := int64(1); rev <= 300; rev++ {
+		for i := 0; i < int(rev%4); i++ { // 0 to 3 new IDs a revision
+			used = append(used, fmt.Sprintf("toolu_%03d_%d", rev, i))
+		}
+		c := cp(rev, text(fmt.Sprintf("m%d", rev), "x"))
+		c.UsedCallIDs = append([]string(nil), used...)
+		save(t, s, c)
+		if rev%97 == 0 || rev == 5 {
+			again := *c
+			again.UsedCallIDs = append([]string(nil), used...)
+			save(t, s, &again) // an identical retry
+			if len(used) > 0 {
+				changed := *c
+				changed.UsedCallIDs = append([]string{"other"}, used[1:]...)
+				wantErr(t, s.SaveCheckpoint(ctx, &changed), runtime.ErrConflict, fmt.Sprintf("rev %d again with an earlier ID changed", rev))
+			}
+			s = open(t, o, "s", "r") // a new attempt reloads
+		}
+		got, err := s.LoadCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Revision != rev || strings.Join(got.UsedCallIDs, ",") != strings.Join(used, ",") {
+			t.Fatalf("rev %d reloaded as rev %d with %d used call IDs, want %d: %v", rev, got.Revision, len(got.UsedCallIDs), len(used), got.UsedCallIDs)
+		}
+	}
 }
 
 func testIdenticalRetry(t *testing.T, o Opener) {

@@ -1,0 +1,117 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+// listed reads every checkpoint event of run r in session s and returns
+// how many used call IDs each lists, and whether it has a base.
+func listed(t *testing.T, js njs.JetStream, s, r string) (counts []int, based []bool) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := js.Stream(ctx, "CAIRN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(m.Subject, fmt.Sprintf("cairn.sess.%s.run.%s.c.", s, r)) {
+			continue
+		}
+		e, err := events.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p events.Checkpoint
+		if err := e.Payload(&p); err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, len(p.Checkpoint.UsedCallIDs))
+		based = append(based, p.UsedCallIDsBase > 0)
+	}
+	return counts, based
+}
+
+// A revision lists the call IDs used since the last full listing, at most
+// 64 of them, where every revision used to list every ID the run had used:
+// a run of n calls wrote O(n²) IDs. A log an earlier build wrote (every
+// revision a full listing) loads whole, and the revisions written after it
+// are based on its last event.
+func TestUsedCallIDsListedOnABase(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	s := newStore(t, nc, jetstream.Config{})
+	js, _ := njs.New(nc)
+	h, err := s.Open(ctx, "s", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used []string
+	const legacy, revs = 50, 400
+	for rev := int64(1); rev <= revs; rev++ {
+		used = append(used, fmt.Sprintf("toolu_01%026d", 3*rev), fmt.Sprintf("toolu_01%026d", 3*rev+1), fmt.Sprintf("toolu_01%026d", 3*rev+2))
+		if rev <= legacy {
+			jetstream.ForgetUsedCallIDsBase(h.(*jetstream.RunStore))
+		}
+		c := &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
+			UsedCallIDs: append([]string(nil), used...)}
+		if err := h.SaveCheckpoint(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if rev == legacy+1 { // a new attempt on a log of full listings
+			if h, err = s.Open(ctx, "s", "r"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	counts, based := listed(t, js, "s", "r")
+	if len(counts) != revs {
+		t.Fatalf("%d checkpoint events, want %d", len(counts), revs)
+	}
+	total := 0
+	for i, n := range counts {
+		total += n
+		switch {
+		case i < legacy && (based[i] || n != 3*(i+1)):
+			t.Fatalf("legacy revision %d lists %d IDs (based: %v), want all %d", i+1, n, based[i], 3*(i+1))
+		case i >= legacy && based[i] && n > 64:
+			t.Fatalf("revision %d lists %d IDs on its base, want at most 64", i+1, n)
+		}
+	}
+	if i := legacy; !based[i] {
+		t.Fatalf("revision %d, the first after the legacy log, lists everything again instead of building on revision %d", i+1, i)
+	}
+	// A full listing every 64 IDs (about 21 revisions here): far below
+	// the n²/2 of listing everything every time.
+	if all := 3 * revs * (revs + 1) / 2; total > all/8 {
+		t.Fatalf("%d IDs listed in all, want under %d (every revision listing all: %d)", total, all/8, all)
+	}
+	h2, err := s.Open(ctx, "s", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h2.LoadCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.UsedCallIDs, ",") != strings.Join(used, ",") {
+		t.Fatalf("reloaded %d used call IDs, want %d in order", len(got.UsedCallIDs), len(used))
+	}
+}
