@@ -240,40 +240,30 @@ func (w *Writer) Last(ctx context.Context, subject string) (*jetstream.RawStream
 // decides something (a fence, a revision, a lost acknowledgement) from it.
 // A single-replica stream answers direct gets from its only copy.
 func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	var err error
-	for attempt := 0; attempt <= w.retries; attempt++ {
-		var m *jetstream.RawStreamMsg
-		if w.replicas > 1 {
-			m, err = w.lastFromLeader(ctx, subject)
-		} else {
-			m, err = w.stream.GetLastMsgForSubject(ctx, subject)
-		}
-		if err == nil {
-			return m, nil
-		}
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, nil
-		}
-		if !transient(err) || ctx.Err() != nil {
-			break
-		}
-		if werr := w.sleep(ctx, attempt); werr != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("jetstream: read last of %s: %w", subject, err)
+	return w.readOne(ctx, "last of "+subject, map[string]any{"last_by_subj": subject}, func() (*jetstream.RawStreamMsg, error) {
+		return w.stream.GetLastMsgForSubject(ctx, subject)
+	})
 }
 
-// bySeq returns the message at seq (nil when there is none), read from
-// the stream leader when replicated, with last's retries.
+// bySeq returns the message at seq (nil when there is none), read as last
+// reads.
 func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	return w.readOne(ctx, fmt.Sprintf("seq %d", seq), map[string]any{"seq": seq}, func() (*jetstream.RawStreamMsg, error) {
+		return w.stream.GetMsg(ctx, seq)
+	})
+}
+
+// readOne reads one message (nil when there is none), retrying transient
+// errors: on a replicated stream with request, from the leader; on a
+// single replica with direct.
+func (w *Writer) readOne(ctx context.Context, what string, request map[string]any, direct func() (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
 	var err error
 	for attempt := 0; attempt <= w.retries; attempt++ {
 		var m *jetstream.RawStreamMsg
 		if w.replicas > 1 {
-			m, err = w.getFromLeader(ctx, map[string]any{"seq": seq})
+			m, err = w.getFromLeader(ctx, request)
 		} else {
-			m, err = w.stream.GetMsg(ctx, seq)
+			m, err = direct()
 		}
 		if err == nil {
 			return m, nil
@@ -288,12 +278,7 @@ func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg
 			break
 		}
 	}
-	return nil, fmt.Errorf("jetstream: read seq %d: %w", seq, err)
-}
-
-// lastFromLeader reads through the stream leader's message-get API.
-func (w *Writer) lastFromLeader(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	return w.getFromLeader(ctx, map[string]any{"last_by_subj": subject})
+	return nil, fmt.Errorf("jetstream: read %s: %w", what, err)
 }
 
 // getFromLeader asks the stream leader's message-get API for one message.
