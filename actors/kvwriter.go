@@ -66,14 +66,19 @@ func (k *kvWriter) put(ctx context.Context, key string, value []byte) (uint64, e
 // revision, as kv.Purge does, and expires itself after ttl, so that
 // nothing of the key is left to read. A plain delete marker stays for
 // good: the active set kept one for every run that ever finished, and
-// the sweep read them all, every SweepInterval. The bucket must allow
-// message TTLs (bucketConfig).
-func (k *kvWriter) purge(ctx context.Context, key string, ttl time.Duration) error {
+// the sweep read them all, every SweepInterval. With at > 0 the purge is
+// made only if the key's last revision is still at (else a conflict,
+// runtime.ErrConflict). The bucket must allow message TTLs (bucketConfig).
+func (k *kvWriter) purge(ctx context.Context, key string, ttl time.Duration, at uint64) error {
 	msg := &nats.Msg{Subject: k.subject(key), Header: nats.Header{}}
 	msg.Header.Set(kvOperation, kvOperationPurge)
 	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	msg.Header.Set(jetstream.MsgTTLHeader, ttl.String())
-	_, err := k.w.Write(ctx, msg, k.id(), "", 0)
+	fence := ""
+	if at > 0 {
+		fence = k.subject(key)
+	}
+	_, err := k.w.Write(ctx, msg, k.id(), fence, at)
 	return err
 }
 
@@ -87,17 +92,18 @@ func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key strin
 	return k.scan(ctx, prefix, fn, nil)
 }
 
-// scan is entries that also calls deleted, when given, with every key
-// whose last message is a delete marker (not a purge), in key order.
-func (k *kvWriter) scan(ctx context.Context, prefix string, fn func(key string, value []byte) error, deleted func(key string)) error {
+// scan is entries that also calls deleted, when given, with each delete
+// marker (not a purge) as the scan meets it: its key and revision. A key
+// written again later in the scan is met again (entries sees its value);
+// a write fenced on the marker's revision is then refused.
+func (k *kvWriter) scan(ctx context.Context, prefix string, fn func(key string, value []byte) error, deleted func(key string, rev uint64)) error {
 	values := map[string][]byte{}
-	dels := map[string]bool{}
 	subjPrefix := "$KV." + k.bucket + "."
 	filter := subjPrefix + ">"
 	if prefix != "" {
 		filter = subjPrefix + prefix + ".>"
 	}
-	err := k.w.Scan(ctx, filter, func(subject string, _ uint64, header nats.Header, data []byte) error {
+	err := k.w.Scan(ctx, filter, func(subject string, seq uint64, header nats.Header, data []byte) error {
 		key := strings.TrimPrefix(subject, subjPrefix)
 		op := header.Get(kvOperation)
 		switch op {
@@ -106,20 +112,13 @@ func (k *kvWriter) scan(ctx context.Context, prefix string, fn func(key string, 
 		default:
 			values[key] = data
 		}
-		if op == kvOperationDel {
-			dels[key] = true
-		} else {
-			delete(dels, key)
+		if op == kvOperationDel && deleted != nil {
+			deleted(key, seq)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
-	}
-	if deleted != nil {
-		for _, key := range slices.Sorted(maps.Keys(dels)) {
-			deleted(key)
-		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(values)) {
 		if err := fn(key, values[key]); err != nil {

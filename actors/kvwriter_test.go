@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime"
 )
 
 // entries lists what Get would return for every key under a prefix: the
@@ -25,7 +27,7 @@ func TestKVWriterEntriesMatchGet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := k.purge(ctx, "r1.c", time.Minute); err != nil { // our purge marker
+	if err := k.purge(ctx, "r1.c", time.Minute, 0); err != nil { // our purge marker
 		t.Fatal(err)
 	}
 	if err := kv.Purge(ctx, "r1.d"); err != nil { // nats.go's purge marker
@@ -86,7 +88,7 @@ func TestKVWriterPurgeLeavesNothing(t *testing.T) {
 	if err := kv.Delete(ctx, "old"); err != nil { // what earlier builds left
 		t.Fatal(err)
 	}
-	if err := k.purge(ctx, "gone", time.Second); err != nil {
+	if err := k.purge(ctx, "gone", time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
 	st, err := kv.Status(ctx)
@@ -104,12 +106,29 @@ func TestKVWriterPurgeLeavesNothing(t *testing.T) {
 		t.Fatalf("the purged key's history: %d entries, want its purge marker alone", len(hist))
 	}
 	var live, deleted []string
+	var oldRev uint64
 	if err := k.scan(ctx, "", func(key string, _ []byte) error { live = append(live, key); return nil },
-		func(key string) { deleted = append(deleted, key) }); err != nil {
+		func(key string, rev uint64) { deleted, oldRev = append(deleted, key), rev }); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(live, " ") != "kept" || strings.Join(deleted, " ") != "old" {
 		t.Fatalf("scan: live %v, deleted %v; want [kept], [old]", live, deleted)
+	}
+	// A purge fenced on the marker's revision is refused once the key is
+	// written again (a run marked active anew keeps its entry), and made
+	// while the marker is still its last revision.
+	e, err := kv.Get(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.purge(ctx, "kept", time.Minute, e.Revision()-1); !errors.Is(err, runtime.ErrConflict) {
+		t.Fatalf("a purge fenced on a revision the key moved past: %v, want a conflict", err)
+	}
+	if _, err := kv.Get(ctx, "kept"); err != nil {
+		t.Fatalf("the key a refused purge was fenced on: %v", err)
+	}
+	if err := k.purge(ctx, "old", time.Minute, oldRev); err != nil {
+		t.Fatalf("a purge fenced on the delete marker's revision: %v", err)
 	}
 	// The marker expires (the server's TTL; a second here, a minute for
 	// the node's).

@@ -335,7 +335,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	rdv := cluster.NewRendezvous()
 	rdv.UpdateMembers(members)
 	var mine []activeEntry
-	var stale []string
+	var stale []staleMarker
 	err := n.activeW.scan(ctx, "", func(run string, value []byte) error {
 		var a activeRun
 		if jsonUnmarshal(value, &a) != nil {
@@ -346,9 +346,9 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 			mine = append(mine, activeEntry{session: a.SessionID, run: run})
 		}
 		return nil
-	}, func(run string) {
+	}, func(run string, rev uint64) {
 		if len(stale) < staleMarkersPerSweep && rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: run, Kind: runKind}) == m.addr {
-			stale = append(stale, run)
+			stale = append(stale, staleMarker{run, rev})
 		}
 	})
 	if err != nil {
@@ -390,38 +390,50 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	if woken > 0 {
 		n.logger.Info("actors: swept runs whose owner is gone", "member", m.id, "woken", woken, "owned", len(mine))
 	}
-	n.purgeStale(ctx, stale) // after the wakes: recovery first
+	if len(stale) > 0 && n.purging.CompareAndSwap(false, true) {
+		go func() { // off the member's loop, one at a time
+			defer n.purging.Store(false)
+			ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+			defer cancel()
+			n.purgeStale(ctx, stale)
+		}()
+	}
 	return nil
 }
 
 type activeEntry struct{ session, run string }
 
 // staleMarkersPerSweep bounds the old delete markers one sweep replaces.
-const staleMarkersPerSweep = 10000
+const staleMarkersPerSweep = 5000
+
+// staleMarker is a delete marker of the active set and its revision.
+type staleMarker struct {
+	run string
+	rev uint64
+}
 
 // purgeStale replaces the active set's delete markers left by earlier
 // builds (which kept one for good per finished run) with expiring purge
 // markers, so the set shrinks to its active runs. Each member takes the
-// keys it owns by rendezvous; a key purged twice is harmless.
-func (n *Node) purgeStale(ctx context.Context, keys []string) {
-	if len(keys) == 0 {
-		return
-	}
+// keys it owns by rendezvous; each purge is fenced on the marker's
+// revision, so a key written since is left alone. A few at a time: they
+// share the node's in-flight count with its runs' commits.
+func (n *Node) purgeStale(ctx context.Context, markers []staleMarker) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64) // enough at once to share batches
+	sem := make(chan struct{}, 8)
 	var failed atomic.Int64
-	for _, key := range keys {
+	for _, mk := range markers {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := n.activeW.purge(ctx, key, activeMarkerTTL); err != nil {
+			if err := n.activeW.purge(ctx, mk.run, activeMarkerTTL, mk.rev); err != nil {
 				failed.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	n.logger.Info("actors: sweep: removed old delete markers from the active set", "purged", int64(len(keys))-failed.Load(), "failed", failed.Load())
+	n.logger.Info("actors: sweep: replaced old delete markers of the active set", "purged", int64(len(markers))-failed.Load(), "failed", failed.Load())
 }
 
 // unleasedGrace is how long a created run may go without a lease before a

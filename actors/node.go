@@ -45,6 +45,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
@@ -117,7 +118,10 @@ type Node struct {
 	children jetstream.KeyValue
 	// activeW writes and lists the active set (bucket cairn_active),
 	// childrenW the children's bucket.
-	activeW   *kvWriter
+	activeW *kvWriter
+	// purging is set while a sweep's replacement of old delete markers
+	// runs (one at a time, off the member's loop).
+	purging   atomic.Bool
 	childrenW *kvWriter
 	models    map[string]model.Model
 	caps      map[string]runtime.Capability
@@ -711,7 +715,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 			return
 		}
 	}
-	if err := n.activeW.purge(ctx, runID, activeMarkerTTL); err != nil {
+	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}

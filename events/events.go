@@ -128,13 +128,15 @@ type ObjectRef struct {
 type Checkpoint struct {
 	Checkpoint runtime.Checkpoint `json:"checkpoint"`
 	// UsedCallIDsBase, when set, is the log sequence of an earlier
-	// checkpoint event of the same run that lists every call ID the run
-	// had used by then (and has no base of its own); this event's
-	// checkpoint.used_call_ids then lists only the IDs used since, in
-	// order. The whole list is the base's followed by this one's. Without
-	// it, a revision carried every ID the run ever used: a run of n calls
-	// wrote O(n²) bytes.
-	UsedCallIDsBase uint64 `json:"used_call_ids_base,omitempty"`
+	// checkpoint event of the same run, at revision UsedCallIDsBaseRev,
+	// that lists every call ID the run had used by then (and has no base
+	// of its own); this event's checkpoint.used_call_ids then lists only
+	// the IDs used since, in order. The whole list is the base's followed
+	// by this one's. Without it, a revision carried every ID the run ever
+	// used: a run of n calls wrote O(n²) bytes. The revision finds the base
+	// again in a copy of the log whose sequences differ.
+	UsedCallIDsBase    uint64 `json:"used_call_ids_base,omitempty"`
+	UsedCallIDsBaseRev int64  `json:"used_call_ids_base_rev,omitempty"`
 }
 
 // Lease is the payload of LeaseAcquired.
@@ -189,18 +191,21 @@ func NewRaw(t Type, sessionID, runID string, revision, epoch int64, at time.Time
 // CheckpointPayload encodes the payload of CheckpointCommitted around a
 // checkpoint already encoded as JSON.
 func CheckpointPayload(checkpoint []byte) json.RawMessage {
-	return CheckpointPayloadOn(checkpoint, 0)
+	return CheckpointPayloadOn(checkpoint, 0, 0)
 }
 
-// CheckpointPayloadOn is CheckpointPayload with a used-call-ID base
-// (Checkpoint.UsedCallIDsBase; 0: none).
-func CheckpointPayloadOn(checkpoint []byte, usedCallIDsBase uint64) json.RawMessage {
-	b := make([]byte, 0, len(checkpoint)+48)
+// CheckpointPayloadOn is CheckpointPayload with a used-call-ID base: the
+// log sequence and revision of the run's listing (Checkpoint.UsedCallIDsBase
+// and UsedCallIDsBaseRev; 0: none).
+func CheckpointPayloadOn(checkpoint []byte, baseSeq uint64, baseRev int64) json.RawMessage {
+	b := make([]byte, 0, len(checkpoint)+80)
 	b = append(b, `{"checkpoint":`...)
 	b = append(b, checkpoint...)
-	if usedCallIDsBase > 0 {
+	if baseSeq > 0 {
 		b = append(b, `,"used_call_ids_base":`...)
-		b = strconv.AppendUint(b, usedCallIDsBase, 10)
+		b = strconv.AppendUint(b, baseSeq, 10)
+		b = append(b, `,"used_call_ids_base_rev":`...)
+		b = strconv.AppendInt(b, baseRev, 10)
 	}
 	return append(b, '}')
 }

@@ -59,7 +59,7 @@ type History struct {
 // FromEvents builds the history of run from its session's events in stream
 // order.
 func FromEvents(runID string, evs []projections.Event) (*History, error) {
-	evs, err := withUsedCallIDs(evs)
+	evs, err := withUsedCallIDs(runID, evs)
 	if err != nil {
 		return nil, err
 	}
@@ -97,26 +97,40 @@ func FromEvents(runID string, evs []projections.Event) (*History, error) {
 // call IDs on a base (events.Checkpoint.UsedCallIDsBase) rewritten to list
 // them all, as its run's handle loaded them: a history's states, diffs,
 // re-drives and forks then see whole checkpoints. The base is an earlier
-// event of the same run in evs (a session read from its start).
-func withUsedCallIDs(evs []projections.Event) ([]projections.Event, error) {
+// event of the same run in evs (a session read from its start), found by
+// its revision (a run's revisions are unique in the log; the sequence the
+// event also names differs in a copy of the log). Only run's own events
+// fail the history; another run's that cannot be resolved are left as
+// they are.
+func withUsedCallIDs(run string, evs []projections.Event) ([]projections.Event, error) {
+	type key struct {
+		run string
+		rev int64
+	}
 	var out []projections.Event
-	full := map[uint64][]string{} // a run's full listings, by sequence
-	runOf := map[uint64]string{}
+	full := map[key][]string{} // a run's full listings, by revision
 	for i, e := range evs {
 		if e.Type != events.CheckpointCommitted {
 			continue
 		}
 		var p events.Checkpoint
 		if err := e.Payload(&p); err != nil {
-			return nil, fmt.Errorf("replay: seq %d: %w", e.Seq, err)
-		}
-		if p.UsedCallIDsBase == 0 {
-			full[e.Seq], runOf[e.Seq] = p.Checkpoint.UsedCallIDs, e.RunID
+			if e.RunID == run {
+				return nil, fmt.Errorf("replay: seq %d: %w", e.Seq, err)
+			}
 			continue
 		}
-		base, ok := full[p.UsedCallIDsBase]
-		if !ok || runOf[p.UsedCallIDsBase] != e.RunID {
-			return nil, fmt.Errorf("replay: seq %d: %w: its used call IDs build on seq %d, not an earlier full listing of run %s", e.Seq, events.ErrMalformed, p.UsedCallIDsBase, e.RunID)
+		if p.UsedCallIDsBase == 0 {
+			full[key{e.RunID, p.Checkpoint.Revision}] = p.Checkpoint.UsedCallIDs
+			continue
+		}
+		k := key{e.RunID, p.UsedCallIDsBaseRev}
+		base, ok := full[k]
+		if !ok {
+			if e.RunID == run {
+				return nil, fmt.Errorf("replay: seq %d: %w: its used call IDs build on revision %d (seq %d), not a full listing of run %s before it", e.Seq, events.ErrMalformed, p.UsedCallIDsBaseRev, p.UsedCallIDsBase, e.RunID)
+			}
+			continue
 		}
 		cp := p.Checkpoint
 		cp.UsedCallIDs = append(append([]string(nil), base...), cp.UsedCallIDs...)

@@ -36,5 +36,15 @@ func WrapWriterBatchRequest(w *Writer, wrap func(BatchRequestFunc) BatchRequestF
 func ForgetUsedCallIDsBase(h *RunStore) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.baseSeq, h.baseLen = 0, 0
+	h.base = listing{}
+}
+
+// ScanTo scans filter from the start as Scan does, with end, the leader's
+// last matching sequence when the scan began, given.
+func ScanTo(ctx context.Context, w *Writer, filter string, end uint64) (seen []uint64, err error) {
+	err = w.scanFrom(ctx, filter, 1, end, true, func(m *rawMsg) error {
+		seen = append(seen, m.seq)
+		return nil
+	})
+	return seen, err
 }

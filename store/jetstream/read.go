@@ -116,6 +116,12 @@ func (w *Writer) scanFrom(ctx context.Context, filter string, start, end uint64,
 		if seen >= end || w.replicas <= 1 {
 			return nil
 		}
+		// Unless the message at end is gone (a KV marker that expired, a
+		// message deleted): then the leader's last is what there is to
+		// reach, and it may be what was seen already.
+		if last, err := w.last(ctx, filter); err == nil && (last == nil || last.Sequence <= seen) {
+			return nil
+		}
 		if catchUp >= w.retries {
 			return fmt.Errorf("jetstream: scan %s: the replica answering stopped at %d, the leader has %d", filter, seen, end)
 		}

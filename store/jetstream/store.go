@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -388,31 +389,34 @@ func conflict(err error) bool {
 // (events.Checkpoint.UsedCallIDsBase), only those added since; a run's
 // handle (LoadCheckpoint) has them all.
 func (s *Store) DecodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) (*runtime.Checkpoint, error) {
-	cp, _, _, err := s.decodeCheckpointOf(ctx, m)
-	return cp, err
+	p, _, _, err := s.decodeCheckpointOf(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return &p.Checkpoint, nil
 }
 
-// decodeCheckpointOf is DecodeCheckpoint that also returns the event's
-// used-call-ID base (0: it lists them all) and its run.
-func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMsg) (cp *runtime.Checkpoint, base uint64, run string, err error) {
+// decodeCheckpointOf is DecodeCheckpoint that returns the whole payload
+// (with the used-call-ID base) and the event's session and run.
+func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMsg) (_ *events.Checkpoint, session, run string, err error) {
 	e, err := events.Decode(m.Data)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
+		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
 	if e.Type != events.CheckpointCommitted {
-		return nil, 0, "", fmt.Errorf("jetstream: %s seq %d: %w: %s where a checkpoint was expected", m.Subject, m.Sequence, events.ErrMalformed, e.Type)
+		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w: %s where a checkpoint was expected", m.Subject, m.Sequence, events.ErrMalformed, e.Type)
 	}
 	if err := s.resolve(ctx, &e); err != nil {
-		return nil, 0, "", err
+		return nil, "", "", err
 	}
 	var p events.Checkpoint
 	if err := e.Payload(&p); err != nil {
-		return nil, 0, "", err
+		return nil, "", "", err
 	}
-	if p.UsedCallIDsBase >= m.Sequence {
-		return nil, 0, "", fmt.Errorf("jetstream: %s seq %d: %w: used call IDs based on seq %d, not an earlier one", m.Subject, m.Sequence, events.ErrMalformed, p.UsedCallIDsBase)
+	if p.UsedCallIDsBase > 0 && p.UsedCallIDsBaseRev >= p.Checkpoint.Revision {
+		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w: used call IDs based on revision %d, not an earlier one", m.Subject, m.Sequence, events.ErrMalformed, p.UsedCallIDsBaseRev)
 	}
-	return &p.Checkpoint, p.UsedCallIDsBase, e.RunID, nil
+	return &p, e.SessionID, e.RunID, nil
 }
 
 // resolve replaces an event's DataRef with the payload it points at.
@@ -450,13 +454,12 @@ type RunStore struct {
 	// used is every call ID the committed checkpoint lists. The log lists
 	// them in full only now and then (at most every maxUsedCallIDsDelta
 	// IDs); in between, a revision lists those added since the last full
-	// listing, its base (events.Checkpoint.UsedCallIDsBase). baseSeq and
-	// baseLen are that listing's log sequence and length (0: none known:
-	// the next revision lists in full); lastFull is whether the committed
-	// revision was one (an identical retry is encoded as it was).
+	// listing, its base (events.Checkpoint.UsedCallIDsBase): base (zero:
+	// none known, the next revision lists in full). lastFull is whether
+	// the committed revision was one (an identical retry is encoded as it
+	// was).
 	used     []string
-	baseSeq  uint64
-	baseLen  int
+	base     listing
 	lastFull bool
 	window   []model.Message
 	ids      map[string]bool
@@ -477,43 +480,88 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 	if m == nil {
 		return nil
 	}
-	cp, base, _, err := h.s.decodeCheckpointOf(ctx, m)
+	p, _, _, err := h.s.decodeCheckpointOf(ctx, m)
 	if err != nil {
 		return err
 	}
+	cp := &p.Checkpoint
 	h.rev, h.completed = cp.Revision, cp.Reply != nil
-	if base == 0 {
-		h.used, h.baseSeq, h.baseLen, h.lastFull = cp.UsedCallIDs, m.Sequence, len(cp.UsedCallIDs), true
+	if p.UsedCallIDsBase == 0 {
+		h.used, h.lastFull = cp.UsedCallIDs, true
+		h.base = listing{seq: m.Sequence, rev: cp.Revision, n: len(cp.UsedCallIDs)}
 	} else {
-		listing, err := h.s.usedCallIDsAt(ctx, h.run, base)
+		ids, base, err := h.s.usedCallIDsAt(ctx, h.session, h.run, p.UsedCallIDsBase, p.UsedCallIDsBaseRev)
 		if err != nil {
 			return err
 		}
-		h.used = append(listing[:len(listing):len(listing)], cp.UsedCallIDs...)
-		h.baseSeq, h.baseLen, h.lastFull = base, len(listing), false
+		h.used = append(ids[:len(ids):len(ids)], cp.UsedCallIDs...)
+		h.base, h.lastFull = base, false
 	}
 	h.cpData, err = json.Marshal(cp)
 	return err
 }
 
-// usedCallIDsAt reads the full listing of a run's used call IDs at seq,
-// the base of a later revision's.
-func (s *Store) usedCallIDsAt(ctx context.Context, runID string, seq uint64) ([]string, error) {
+// listing is a checkpoint event that lists every used call ID of its run:
+// its log sequence, its revision and how many it lists.
+type listing struct {
+	seq uint64
+	rev int64
+	n   int
+}
+
+// usedCallIDsAt reads the full listing of a run's used call IDs that a
+// later revision builds on: the run's checkpoint at revision rev, found at
+// seq in this log (read from the leader: it must be there), or, in a copy
+// of the log whose sequences differ, among the run's checkpoints.
+func (s *Store) usedCallIDsAt(ctx context.Context, sessionID, runID string, seq uint64, rev int64) ([]string, listing, error) {
+	fail := func(err error) ([]string, listing, error) {
+		return nil, listing{}, fmt.Errorf("jetstream: run %s: used call IDs of revision %d (seq %d): %w", runID, rev, seq, err)
+	}
+	check := func(m *jetstream.RawStreamMsg) (*events.Checkpoint, bool, error) {
+		p, _, run, err := s.decodeCheckpointOf(ctx, m)
+		if err != nil {
+			return nil, false, err
+		}
+		if run != runID || p.Checkpoint.Revision != rev {
+			return nil, false, nil // not it
+		}
+		if p.UsedCallIDsBase != 0 {
+			return nil, false, fmt.Errorf("%w: the listing has a base of its own", events.ErrMalformed)
+		}
+		return p, true, nil
+	}
 	m, err := s.bySeq(ctx, seq)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if m == nil {
-		return nil, fmt.Errorf("jetstream: run %s: the checkpoint at seq %d that lists its used call IDs is missing: %w", runID, seq, events.ErrMalformed)
+	if m != nil {
+		p, ok, err := check(m)
+		if err != nil {
+			return fail(err)
+		}
+		if ok {
+			return p.Checkpoint.UsedCallIDs, listing{seq: seq, rev: rev, n: len(p.Checkpoint.UsedCallIDs)}, nil
+		}
 	}
-	cp, base, run, err := s.decodeCheckpointOf(ctx, m)
-	if err == nil && (base != 0 || run != runID) {
-		err = fmt.Errorf("%w: not a full listing of the run's used call IDs (run %s, based on seq %d)", events.ErrMalformed, run, base)
+	var found *events.Checkpoint
+	var at uint64
+	err = s.scan(ctx, events.RunCheckpoints(sessionID, runID), 1, math.MaxUint64, func(m *rawMsg) error {
+		if found != nil {
+			return nil
+		}
+		p, ok, err := check(&jetstream.RawStreamMsg{Subject: m.subject, Sequence: m.seq, Header: m.header, Data: m.data})
+		if ok {
+			found, at = p, m.seq
+		}
+		return err
+	})
+	if err == nil && found == nil {
+		err = fmt.Errorf("%w: the run has no checkpoint at that revision", events.ErrMalformed)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: run %s: used call IDs at seq %d: %w", runID, seq, err)
+		return fail(err)
 	}
-	return cp.UsedCallIDs, nil
+	return found.Checkpoint.UsedCallIDs, listing{seq: at, rev: rev, n: len(found.Checkpoint.UsedCallIDs)}, nil
 }
 
 // LoadCheckpoint implements runtime.Store.
@@ -539,21 +587,21 @@ const maxUsedCallIDsDelta = 64
 
 // encode returns cp as the log stores it: with every used call ID (full),
 // or with those added since the base listing, and that listing's sequence.
-func (h *RunStore) encode(cp *runtime.Checkpoint, full bool) ([]byte, uint64, error) {
+func (h *RunStore) encode(cp *runtime.Checkpoint, full bool) ([]byte, listing, error) {
 	if full {
 		b, err := json.Marshal(cp)
-		return b, 0, err
+		return b, listing{}, err
 	}
 	c := *cp
-	c.UsedCallIDs = cp.UsedCallIDs[h.baseLen:]
+	c.UsedCallIDs = cp.UsedCallIDs[h.base.n:]
 	b, err := json.Marshal(&c)
-	return b, h.baseSeq, err
+	return b, h.base, err
 }
 
 // extendsBase reports whether ids starts with the base listing, so that
 // a revision can list the rest alone.
 func (h *RunStore) extendsBase(ids []string) bool {
-	return h.baseSeq > 0 && len(ids) >= h.baseLen && slices.Equal(ids[:h.baseLen], h.used[:h.baseLen])
+	return h.base.seq > 0 && len(ids) >= h.base.n && slices.Equal(ids[:h.base.n], h.used[:h.base.n])
 }
 
 // SaveCheckpoint implements runtime.Store.
@@ -582,7 +630,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	case cp.Revision != h.rev+1:
 		return fmt.Errorf("jetstream: save run %s rev %d: current revision is %d: %w", h.run, cp.Revision, h.rev, runtime.ErrConflict)
 	}
-	full := !h.extendsBase(cp.UsedCallIDs) || len(cp.UsedCallIDs)-h.baseLen > maxUsedCallIDsDelta
+	full := !h.extendsBase(cp.UsedCallIDs) || len(cp.UsedCallIDs)-h.base.n > maxUsedCallIDsDelta
 	b, base, err := h.encode(cp, full)
 	if err != nil {
 		return fmt.Errorf("jetstream: save checkpoint: %w", err)
@@ -595,7 +643,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 			return fmt.Errorf("jetstream: save run %s rev %d: append[%d]: message %s already in the window: %w", h.run, cp.Revision, i, m.ID, runtime.ErrConflict)
 		}
 	}
-	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadOn(b, base))
+	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadOn(b, base.seq, base.rev))
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
@@ -608,14 +656,14 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	}
 	h.seq, h.rev, h.cpData = seq, cp.Revision, b
 	h.completed = cp.Reply != nil
-	if ids := cp.UsedCallIDs; !full && len(ids) >= len(h.used) && slices.Equal(ids[h.baseLen:len(h.used)], h.used[h.baseLen:]) {
+	if ids := cp.UsedCallIDs; !full && len(ids) >= len(h.used) && slices.Equal(ids[h.base.n:len(h.used)], h.used[h.base.n:]) {
 		h.used = append(h.used, ids[len(h.used):]...) // the usual case: a few IDs more
 	} else {
 		h.used = slices.Clone(ids)
 	}
 	h.lastFull = full
 	if full {
-		h.baseSeq, h.baseLen = seq, len(cp.UsedCallIDs)
+		h.base = listing{seq: seq, rev: cp.Revision, n: len(cp.UsedCallIDs)}
 	}
 	for _, m := range cp.Append {
 		h.window = append(h.window, m)
@@ -834,13 +882,26 @@ func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
 }
 
 // LastCheckpoint decodes the last checkpoint commit on subject, resolving
-// a payload kept in the object store; nil when there is none.
+// a payload kept in the object store and the run's earlier listing of its
+// used call IDs (the list is whole); nil when there is none.
 func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Checkpoint, error) {
 	m, err := s.last(ctx, subject)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	return s.DecodeCheckpoint(ctx, m)
+	p, session, run, err := s.decodeCheckpointOf(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if p.UsedCallIDsBase == 0 {
+		return &p.Checkpoint, nil
+	}
+	base, _, err := s.usedCallIDsAt(ctx, session, run, p.UsedCallIDsBase, p.UsedCallIDsBaseRev)
+	if err != nil {
+		return nil, err
+	}
+	p.Checkpoint.UsedCallIDs = append(base[:len(base):len(base)], p.Checkpoint.UsedCallIDs...)
+	return &p.Checkpoint, nil
 }
 
 // IsConflict reports a server's wrong-last-sequence answer to a fenced

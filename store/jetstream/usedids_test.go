@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
@@ -113,5 +114,68 @@ func TestUsedCallIDsListedOnABase(t *testing.T) {
 	}
 	if strings.Join(got.UsedCallIDs, ",") != strings.Join(used, ",") {
 		t.Fatalf("reloaded %d used call IDs, want %d in order", len(got.UsedCallIDs), len(used))
+	}
+	last, err := s.LastCheckpoint(ctx, events.RunCheckpoints("s", "r"))
+	if err != nil || last.Revision != revs || strings.Join(last.UsedCallIDs, ",") != strings.Join(used, ",") {
+		t.Fatalf("LastCheckpoint: %v; want revision %d with every used call ID", err, revs)
+	}
+}
+
+// In a copy of the log whose sequences differ (sourced, or restored into
+// a stream that had other messages first), a revision's base is found by
+// its revision among the run's checkpoints: the run loads whole.
+func TestUsedCallIDsBaseInACopy(t *testing.T) {
+	ctx := context.Background()
+	src := natstest.Connect(t, natstest.Server(t))
+	s := newStore(t, src, jetstream.Config{})
+	h, err := s.Open(ctx, "s", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used []string
+	for rev := int64(1); rev <= 40; rev++ {
+		used = append(used, fmt.Sprintf("c%d-a", rev), fmt.Sprintf("c%d-b", rev))
+		c := &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
+			UsedCallIDs: append([]string(nil), used...)}
+		if err := h.SaveCheckpoint(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := natstest.Connect(t, natstest.Server(t))
+	newStore(t, dst, jetstream.Config{}) // the stream, empty
+	js, _ := njs.New(src)
+	djs, _ := njs.New(dst)
+	if _, err := djs.Publish(ctx, "cairn.sess.other.run.o.lease", []byte("{}")); err != nil { // shifts every sequence by one
+		t.Fatal(err)
+	}
+	st, _ := js.Stream(ctx, "CAIRN")
+	info, _ := st.Info(ctx)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range m.Header {
+			// The writer's fences were for its own log, and a direct get
+			// adds the message's stream, sequence, subject and time.
+			if strings.HasPrefix(k, "Nats-") && k != "Nats-Msg-Id" {
+				m.Header.Del(k)
+			}
+		}
+		if _, err := djs.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copied := newStore(t, dst, jetstream.Config{})
+	h2, err := copied.Open(ctx, "s", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h2.LoadCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.UsedCallIDs, ",") != strings.Join(used, ",") {
+		t.Fatalf("loaded %d used call IDs from the copy, want %d: %v", len(got.UsedCallIDs), len(used), got.UsedCallIDs)
 	}
 }

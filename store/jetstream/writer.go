@@ -245,11 +245,14 @@ func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStream
 	})
 }
 
-// bySeq returns the message at seq (nil when there is none), read as last
-// reads.
+// bySeq returns the message at seq (nil when there is none), always from
+// the stream leader: its callers know the message exists, and a direct get
+// may be answered by a copy that does not have it yet (a follower, a
+// mirror serving direct gets).
 func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
-	return w.readOne(ctx, fmt.Sprintf("seq %d", seq), map[string]any{"seq": seq}, func() (*jetstream.RawStreamMsg, error) {
-		return w.stream.GetMsg(ctx, seq)
+	req := map[string]any{"seq": seq}
+	return w.readOne(ctx, fmt.Sprintf("seq %d", seq), req, func() (*jetstream.RawStreamMsg, error) {
+		return w.getFromLeader(ctx, req)
 	})
 }
 
