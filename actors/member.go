@@ -421,19 +421,24 @@ type staleMarker struct {
 func (n *Node) purgeStale(ctx context.Context, markers []staleMarker) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	var failed atomic.Int64
+	var purged, failed atomic.Int64
 	for _, mk := range markers {
+		if ctx.Err() != nil { // the member stopped, or the time is up: the next sweep goes on
+			break
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := n.activeW.purge(ctx, mk.run, activeMarkerTTL, mk.rev); err != nil {
 				failed.Add(1)
+			} else {
+				purged.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	n.logger.Info("actors: sweep: replaced old delete markers of the active set", "purged", int64(len(markers))-failed.Load(), "failed", failed.Load())
+	n.logger.Info("actors: sweep: replaced old delete markers of the active set", "purged", purged.Load(), "failed", failed.Load(), "of", len(markers))
 }
 
 // unleasedGrace is how long a created run may go without a lease before a

@@ -41,7 +41,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -413,7 +412,7 @@ func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMs
 	if err := e.Payload(&p); err != nil {
 		return nil, "", "", err
 	}
-	if p.UsedCallIDsBase > 0 && p.UsedCallIDsBaseRev >= p.Checkpoint.Revision {
+	if p.UsedCallIDsBase > 0 && (p.UsedCallIDsBaseRev <= 0 || p.UsedCallIDsBaseRev >= p.Checkpoint.Revision) {
 		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w: used call IDs based on revision %d, not an earlier one", m.Subject, m.Sequence, events.ErrMalformed, p.UsedCallIDsBaseRev)
 	}
 	return &p, e.SessionID, e.RunID, nil
@@ -517,52 +516,70 @@ func (s *Store) usedCallIDsAt(ctx context.Context, sessionID, runID string, seq 
 	fail := func(err error) ([]string, listing, error) {
 		return nil, listing{}, fmt.Errorf("jetstream: run %s: used call IDs of revision %d (seq %d): %w", runID, rev, seq, err)
 	}
-	check := func(m *jetstream.RawStreamMsg) (*events.Checkpoint, bool, error) {
-		p, _, run, err := s.decodeCheckpointOf(ctx, m)
-		if err != nil {
-			return nil, false, err
+	// match decodes m if it is the listing: the run's checkpoint at rev
+	// (nil, nil for any other message: in a copy of the log, seq may hold
+	// anything, even a payload whose object is not there).
+	match := func(m *rawMsg) (*events.Checkpoint, error) {
+		e, err := events.Decode(m.data)
+		if err != nil || e.Type != events.CheckpointCommitted || e.SessionID != sessionID || e.RunID != runID || e.Revision != rev {
+			return nil, nil
 		}
-		if run != runID || p.Checkpoint.Revision != rev {
-			return nil, false, nil // not it
+		if err := s.resolve(ctx, &e); err != nil {
+			return nil, err
 		}
-		if p.UsedCallIDsBase != 0 {
-			return nil, false, fmt.Errorf("%w: the listing has a base of its own", events.ErrMalformed)
+		var p events.Checkpoint
+		if err := e.Payload(&p); err != nil {
+			return nil, err
 		}
-		return p, true, nil
+		if p.Checkpoint.Revision != rev || p.UsedCallIDsBase != 0 {
+			return nil, fmt.Errorf("%w: seq %d is not a full listing at revision %d", events.ErrMalformed, m.seq, rev)
+		}
+		return &p, nil
 	}
 	m, err := s.bySeq(ctx, seq)
 	if err != nil {
 		return fail(err)
 	}
 	if m != nil {
-		p, ok, err := check(m)
+		p, err := match(&rawMsg{subject: m.Subject, seq: m.Sequence, header: m.Header, data: m.Data})
 		if err != nil {
 			return fail(err)
 		}
-		if ok {
+		if p != nil {
 			return p.Checkpoint.UsedCallIDs, listing{seq: seq, rev: rev, n: len(p.Checkpoint.UsedCallIDs)}, nil
 		}
 	}
-	var found *events.Checkpoint
-	var at uint64
-	err = s.scan(ctx, events.RunCheckpoints(sessionID, runID), 1, math.MaxUint64, func(m *rawMsg) error {
-		if found != nil {
-			return nil
-		}
-		p, ok, err := check(&jetstream.RawStreamMsg{Subject: m.subject, Sequence: m.seq, Header: m.header, Data: m.data})
-		if ok {
-			found, at = p, m.seq
-		}
-		return err
-	})
-	if err == nil && found == nil {
-		err = fmt.Errorf("%w: the run has no checkpoint at that revision", events.ErrMalformed)
-	}
+	// Not there: a copy of the log whose sequences differ. Find it among
+	// the run's checkpoints, up to the last.
+	filter := events.RunCheckpoints(sessionID, runID)
+	last, err := s.last(ctx, filter)
 	if err != nil {
 		return fail(err)
 	}
+	var found *events.Checkpoint
+	var at uint64
+	if last != nil {
+		err = s.scan(ctx, filter, 1, last.Sequence, func(m *rawMsg) error {
+			p, err := match(m)
+			if p != nil {
+				found, at = p, m.seq
+				return errFound
+			}
+			return err
+		})
+	}
+	switch {
+	case errors.Is(err, errFound):
+	case err != nil:
+		return fail(err)
+	case found == nil:
+		return fail(fmt.Errorf("%w: the run has no checkpoint at that revision", events.ErrMalformed))
+	}
 	return found.Checkpoint.UsedCallIDs, listing{seq: at, rev: rev, n: len(found.Checkpoint.UsedCallIDs)}, nil
 }
+
+// errFound ends a scan that found what it looked for.
+var errFound = errors.New("found")
 
 // LoadCheckpoint implements runtime.Store.
 func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error) {

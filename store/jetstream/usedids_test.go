@@ -123,8 +123,16 @@ func TestUsedCallIDsListedOnABase(t *testing.T) {
 
 // In a copy of the log whose sequences differ (sourced, or restored into
 // a stream that had other messages first), a revision's base is found by
-// its revision among the run's checkpoints: the run loads whole.
+// its revision among the run's checkpoints: the run loads whole, whether
+// the base's old sequence now holds another checkpoint of the run (40
+// revisions) or another event altogether (20: the run's lease).
 func TestUsedCallIDsBaseInACopy(t *testing.T) {
+	for _, revs := range []int64{40, 20} {
+		t.Run(fmt.Sprint(revs), func(t *testing.T) { usedCallIDsInACopy(t, revs) })
+	}
+}
+
+func usedCallIDsInACopy(t *testing.T, revs int64) {
 	ctx := context.Background()
 	src := natstest.Connect(t, natstest.Server(t))
 	s := newStore(t, src, jetstream.Config{})
@@ -133,7 +141,7 @@ func TestUsedCallIDsBaseInACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var used []string
-	for rev := int64(1); rev <= 40; rev++ {
+	for rev := int64(1); rev <= revs; rev++ {
 		used = append(used, fmt.Sprintf("c%d-a", rev), fmt.Sprintf("c%d-b", rev))
 		c := &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "h", Revision: rev, RunKey: "k", Phase: runtime.PhaseModel,
 			UsedCallIDs: append([]string(nil), used...)}
