@@ -69,6 +69,12 @@ type Writer struct {
 // mode is single, it switches atomic batch publish on for the stream
 // (nats-server 2.12+; it changes nothing stored).
 func NewWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig) (*Writer, error) {
+	return openWriter(ctx, nc, cfg, nil)
+}
+
+// openWriter is NewWriter; active, when set, is the in-flight gauge its
+// committer shares with other writers.
+func openWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig, active *atomic.Int64) (*Writer, error) {
 	if nc == nil {
 		return nil, errors.New("jetstream: NewWriter: nil connection")
 	}
@@ -99,7 +105,7 @@ func NewWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig) (*Writer, e
 			return nil, fmt.Errorf("jetstream: stream %s: enabling atomic batch publish for group commit (needs nats-server 2.12+; GroupCommit.Mode single works without it): %w", cfg.Stream, err)
 		}
 	}
-	return newWriter(nc, js, st, cfg, nil), nil
+	return newWriter(nc, js, st, cfg, active), nil
 }
 
 // newWriter fills in defaults; the stream is known to suit. active, when
@@ -137,13 +143,8 @@ func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg W
 // switches atomic batch publish on for the stream unless the mode is
 // single.
 func (s *Store) WriterOn(ctx context.Context, stream string) (*Writer, error) {
-	w, err := NewWriter(ctx, s.nc, WriterConfig{Stream: stream, Replicas: s.cfg.Replicas, Retries: s.cfg.Retries, Backoff: s.cfg.Backoff,
-		Logger: s.cfg.Logger, GroupCommit: s.cfg.GroupCommit, OnBatch: s.cfg.OnBatch})
-	if err != nil {
-		return nil, err
-	}
-	w.commits.active = s.commits.active
-	return w, nil
+	return openWriter(ctx, s.nc, WriterConfig{Stream: stream, Replicas: s.cfg.Replicas, Retries: s.cfg.Retries, Backoff: s.cfg.Backoff,
+		Logger: s.cfg.Logger, GroupCommit: s.cfg.GroupCommit, OnBatch: s.cfg.OnBatch}, s.commits.active)
 }
 
 // Write stores msg once, with Msg-Id id, and returns its stream sequence.
