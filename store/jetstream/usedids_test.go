@@ -104,17 +104,7 @@ func TestUsedCallIDsListedOnABase(t *testing.T) {
 	if all := 3 * revs * (revs + 1) / 2; total > all/8 {
 		t.Fatalf("%d IDs listed in all, want under %d (every revision listing all: %d)", total, all/8, all)
 	}
-	h2, err := s.Open(ctx, "s", "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := h2.LoadCheckpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got.UsedCallIDs, ",") != strings.Join(used, ",") {
-		t.Fatalf("reloaded %d used call IDs, want %d in order", len(got.UsedCallIDs), len(used))
-	}
+	wantUsed(t, s, used)
 	last, err := s.LastCheckpoint(ctx, events.RunCheckpoints("s", "r"))
 	if err != nil || last.Revision != revs || strings.Join(last.UsedCallIDs, ",") != strings.Join(used, ",") {
 		t.Fatalf("LastCheckpoint: %v; want revision %d with every used call ID", err, revs)
@@ -174,16 +164,22 @@ func usedCallIDsInACopy(t *testing.T, revs int64) {
 			t.Fatal(err)
 		}
 	}
-	copied := newStore(t, dst, jetstream.Config{})
-	h2, err := copied.Open(ctx, "s", "r")
+	wantUsed(t, newStore(t, dst, jetstream.Config{}), used)
+}
+
+// wantUsed opens run r of session s, as a new attempt does, and wants its
+// checkpoint to have used exactly used, in order.
+func wantUsed(t *testing.T, s *jetstream.Store, used []string) {
+	t.Helper()
+	h, err := s.Open(context.Background(), "s", "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := h2.LoadCheckpoint(ctx)
+	got, err := h.LoadCheckpoint(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(got.UsedCallIDs, ",") != strings.Join(used, ",") {
-		t.Fatalf("loaded %d used call IDs from the copy, want %d: %v", len(got.UsedCallIDs), len(used), got.UsedCallIDs)
+		t.Fatalf("loaded %d used call IDs, want %d in order: %v", len(got.UsedCallIDs), len(used), got.UsedCallIDs)
 	}
 }
