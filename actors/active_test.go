@@ -11,8 +11,9 @@ import (
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
-// A run that finishes leaves the active set for good (C27, C28: the set
-// is what the sweep reads to find runs to resume): its key is rolled up
+// A run that finishes leaves the active set for good (the set is what the
+// sweep reads to find runs to resume after their owner is gone, C28's
+// resume through restarts): its key is rolled up
 // into a purge marker that expires, where a delete marker stayed forever
 // and every sweep read every run that ever finished. A delete marker an
 // earlier build left is replaced by the node's first sweep.

@@ -70,7 +70,7 @@ func TestKVWriterEntriesMatchGet(t *testing.T) {
 }
 
 // A key removed with purge leaves nothing behind: its earlier revisions
-// are rolled up at once, and its marker expires (C27's active set would
+// are rolled up at once, and its marker expires (the active set would
 // otherwise keep a marker for every run that ever finished, read at
 // every sweep). scan reports keys whose last message is an old-style
 // delete marker, and no others.
