@@ -170,6 +170,22 @@ func (c *controller) info(ctx context.Context, callID string) (runtime.CallInfo,
 	return runtime.CallInfo{AgentRunInfo: runtime.AgentRunInfo{CallID: callID, RunID: ch.RunID, SessionID: ch.SessionID, Agent: rec.Agent, Status: st.Status}, Reply: st.Reply, Error: st.Error}, nil
 }
 
+// parallel calls fn(0) to fn(n-1), at most limit at once, and returns
+// when all have returned.
+func parallel(n, limit int, fn func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
 // getParallel bounds the reads Get makes at once.
 const getParallel = 16
 
@@ -182,17 +198,7 @@ func (c *controller) Get(ctx context.Context, ids []string) (_ []runtime.CallInf
 	defer classify(&err)
 	out := make([]runtime.CallInfo, len(ids))
 	errs := make([]error, len(ids))
-	sem := make(chan struct{}, getParallel)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = c.info(ctx, id)
-		}()
-	}
-	wg.Wait()
+	parallel(len(ids), getParallel, func(i int) { out[i], errs[i] = c.info(ctx, ids[i]) })
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -419,25 +419,17 @@ type staleMarker struct {
 // revision, so a key written since is left alone. A few at a time: they
 // share the node's in-flight count with its runs' commits.
 func (n *Node) purgeStale(ctx context.Context, markers []staleMarker) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
 	var purged, failed atomic.Int64
-	for _, mk := range markers {
+	parallel(len(markers), 8, func(i int) {
 		if ctx.Err() != nil { // the member stopped, or the time is up: the next sweep goes on
-			break
+			return
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := n.activeW.purge(ctx, mk.run, activeMarkerTTL, mk.rev); err != nil {
-				failed.Add(1)
-			} else {
-				purged.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+		if err := n.activeW.purge(ctx, markers[i].run, activeMarkerTTL, markers[i].rev); err != nil {
+			failed.Add(1)
+		} else {
+			purged.Add(1)
+		}
+	})
 	n.logger.Info("actors: sweep: replaced old delete markers of the active set", "purged", purged.Load(), "failed", failed.Load(), "of", len(markers))
 }
 

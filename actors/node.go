@@ -118,14 +118,14 @@ type Node struct {
 	children jetstream.KeyValue
 	// activeW writes and lists the active set (bucket cairn_active),
 	// childrenW the children's bucket.
-	activeW *kvWriter
+	activeW   *kvWriter
+	childrenW *kvWriter
 	// purging is set while a sweep's replacement of old delete markers
 	// runs (one at a time, off the member's loop).
-	purging   atomic.Bool
-	childrenW *kvWriter
-	models    map[string]model.Model
-	caps      map[string]runtime.Capability
-	logger    *slog.Logger
+	purging atomic.Bool
+	models  map[string]model.Model
+	caps    map[string]runtime.Capability
+	logger  *slog.Logger
 
 	consume   jetstream.ConsumeContext
 	wakes     wakeQueue

@@ -65,21 +65,30 @@ func countAPI(t *testing.T, nc *nats.Conn) *apiCounter {
 	return c
 }
 
+// threeChildrenCounted starts h's node on a server of its own, counts the
+// server's API requests from then on, and starts a planner run (three
+// children). The node closes with the test.
+func threeChildrenCounted(t *testing.T, h *harness) (n *actors.Node, api *apiCounter, sess, run string) {
+	t.Helper()
+	srv := natstest.Server(t)
+	h.nc = natstest.Connect(t, srv)
+	n = h.start(t)
+	t.Cleanup(n.Close)
+	api = countAPI(t, natstest.Connect(t, srv))
+	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, api, sess, run
+}
+
 // What a run costs the server in reads: a parent with three children runs
 // to completion without a consumer made for it (Complete lists a run's
 // children with direct gets, not a key listing, which made and deleted a
 // consumer at every completion), and each run's record is read from the
 // log once (records never change; the node keeps them).
 func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
-	srv := natstest.Server(t)
-	h := &harness{nc: natstest.Connect(t, srv), parent: threeChildren(), child: childModel{}}
-	n := h.start(t)
-	defer n.Close()
-	api := countAPI(t, natstest.Connect(t, srv))
-	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, api, sess, run := threeChildrenCounted(t, &harness{parent: threeChildren(), child: childModel{}})
 	result(t, n, sess, run)
 	api.mu.Lock()
 	defer api.mu.Unlock()
@@ -104,20 +113,13 @@ func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
 func TestLiveParkedRunKeepsItsStoreHandle(t *testing.T) {
 	g := &gate{}
 	parked := make(chan struct{}, 16)
-	srv := natstest.Server(t)
-	h := &harness{nc: natstest.Connect(t, srv), parent: threeChildren(), child: childModel{g: g}, idle: time.Minute,
+	h := &harness{parent: threeChildren(), child: childModel{g: g}, idle: time.Minute,
 		sink: func(r events.Run, ev runtime.SinkEvent) {
 			if ev.Kind == runtime.SinkWaiting && r.ParentRunID == "" {
 				parked <- struct{}{}
 			}
 		}}
-	n := h.start(t)
-	defer n.Close()
-	api := countAPI(t, natstest.Connect(t, srv))
-	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, api, sess, run := threeChildrenCounted(t, h)
 	wakes := 0
 	for _, k := range []string{"1", "2", "3"} {
 		select {

@@ -485,19 +485,26 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 	}
 	cp := &p.Checkpoint
 	h.rev, h.completed = cp.Revision, cp.Reply != nil
-	if p.UsedCallIDsBase == 0 {
-		h.used, h.lastFull = cp.UsedCallIDs, true
-		h.base = listing{seq: m.Sequence, rev: cp.Revision, n: len(cp.UsedCallIDs)}
-	} else {
-		ids, base, err := h.s.usedCallIDsAt(ctx, h.session, h.run, p.UsedCallIDsBase, p.UsedCallIDsBaseRev)
-		if err != nil {
-			return err
-		}
-		h.used = append(ids[:len(ids):len(ids)], cp.UsedCallIDs...)
-		h.base, h.lastFull = base, false
+	if h.used, h.base, err = h.s.usedCallIDs(ctx, m.Sequence, p, h.session, h.run); err != nil {
+		return err
 	}
-	h.cpData, err = json.Marshal(cp)
+	h.lastFull = p.UsedCallIDsBase == 0
+	h.cpData, err = json.Marshal(cp) // as the log has it: the IDs on top of the base
 	return err
+}
+
+// usedCallIDs returns every used call ID of the checkpoint p, read at seq,
+// and the full listing they build on: p itself, or its base.
+func (s *Store) usedCallIDs(ctx context.Context, seq uint64, p *events.Checkpoint, sessionID, runID string) ([]string, listing, error) {
+	own := p.Checkpoint.UsedCallIDs
+	if p.UsedCallIDsBase == 0 {
+		return own, listing{seq: seq, rev: p.Checkpoint.Revision, n: len(own)}, nil
+	}
+	ids, base, err := s.usedCallIDsAt(ctx, sessionID, runID, p.UsedCallIDsBase, p.UsedCallIDsBaseRev)
+	if err != nil {
+		return nil, listing{}, err
+	}
+	return append(ids[:len(ids):len(ids)], own...), base, nil
 }
 
 // listing is a checkpoint event that lists every used call ID of its run:
@@ -910,14 +917,9 @@ func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Ch
 	if err != nil {
 		return nil, err
 	}
-	if p.UsedCallIDsBase == 0 {
-		return &p.Checkpoint, nil
-	}
-	base, _, err := s.usedCallIDsAt(ctx, session, run, p.UsedCallIDsBase, p.UsedCallIDsBaseRev)
-	if err != nil {
+	if p.Checkpoint.UsedCallIDs, _, err = s.usedCallIDs(ctx, m.Sequence, p, session, run); err != nil {
 		return nil, err
 	}
-	p.Checkpoint.UsedCallIDs = append(base[:len(base):len(base)], p.Checkpoint.UsedCallIDs...)
 	return &p.Checkpoint, nil
 }
 

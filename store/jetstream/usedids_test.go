@@ -15,9 +15,8 @@ import (
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
-// listed reads every checkpoint event of run r in session s and returns
-// how many used call IDs each lists, and whether it has a base.
-func listed(t *testing.T, js njs.JetStream, s, r string) (counts []int, based []bool) {
+// logMsgs reads every message of the log, in order.
+func logMsgs(t *testing.T, js njs.JetStream) []*njs.RawStreamMsg {
 	t.Helper()
 	ctx := context.Background()
 	st, err := js.Stream(ctx, "CAIRN")
@@ -28,11 +27,22 @@ func listed(t *testing.T, js njs.JetStream, s, r string) (counts []int, based []
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []*njs.RawStreamMsg
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// listed reads every checkpoint event of run r in session s and returns
+// how many used call IDs each lists, and whether it has a base.
+func listed(t *testing.T, js njs.JetStream, s, r string) (counts []int, based []bool) {
+	t.Helper()
+	for _, m := range logMsgs(t, js) {
 		if !strings.HasPrefix(m.Subject, fmt.Sprintf("cairn.sess.%s.run.%s.c.", s, r)) {
 			continue
 		}
@@ -146,13 +156,7 @@ func usedCallIDsInACopy(t *testing.T, revs int64) {
 	if _, err := djs.Publish(ctx, "cairn.sess.other.run.o.lease", []byte("{}")); err != nil { // shifts every sequence by one
 		t.Fatal(err)
 	}
-	st, _ := js.Stream(ctx, "CAIRN")
-	info, _ := st.Info(ctx)
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range logMsgs(t, js) {
 		for k := range m.Header {
 			// The writer's fences were for its own log, and a direct get
 			// adds the message's stream, sequence, subject and time.
