@@ -563,20 +563,9 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 	if noSync {
 		note = "default sync interval: NOT durable against power loss"
 	}
-	// A response of 10 calls, 10 steps: what a model does, not a stress test
-	// of a 100-call journal.
-	const perStep, nSteps = 10, 10
-	const calls = perStep*nSteps + 1 // and complete
-	var steps []model.Response
-	for st := 0; st < nSteps; st++ {
-		parts := make([]model.Part, perStep)
-		for i := range parts {
-			parts[i] = model.Call(fmt.Sprintf("c%d-%d", st, i), "run_js", `{"code":"return 1"}`)
-		}
-		steps = append(steps, model.Reply(parts...))
-	}
-	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
+	run := b2Run(exec)
 	r := row{scenario: "B2", what: "tool calls/s, one run (10 steps x 10 run_js)", target: 0.8, note: note}
+	var own []time.Duration
 	for rep := 0; rep < cfg.reps; rep++ {
 		id := round.Add(1)
 		base, err := rawLoader(js, 1)
@@ -591,16 +580,7 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 				if err != nil {
 					return err
 				}
-				host := runtimetest.NewHost(nil, nil, steps...)
-				in := host.Input(h)
-				in.ExecutorFactory = exec
-				in.Definition.Subagents, in.Subagents = nil, nil
-				in.Controller = &runtimetest.Controller{}
-				res, err := runtime.Run(ctx, in)
-				if err == nil && res.Reply == nil {
-					err = fmt.Errorf("b2 run: no reply")
-				}
-				return err
+				return run(ctx, h)
 			}, nil
 		})
 		if err != nil {
@@ -612,17 +592,54 @@ func b2(ctx context.Context, cfg config, noSync bool) (row, error) {
 			return row{}, err
 		}
 		runs := st.rate * st.elapsed.Seconds()
-		rate := st.rate * calls
+		rate := st.rate * b2Calls
 		// The commits a call needs, counted: one per call (its postresult
 		// merged with the next call's predispatch), plus the run's start
 		// and two per model step, spread over the calls.
-		perCall := float64(commits.Load()-c0) / (runs * calls)
+		perCall := float64(commits.Load()-c0) / (runs * b2Calls)
 		baseline := raw.rate / perCall
 		r.ratio = append(r.ratio, rate/baseline)
+		own = append(own, time.Duration(float64(time.Second)*(1/rate-1/baseline)))
 		r.cairn = fmt.Sprintf("%.0f calls/s", rate)
 		r.baseline = fmt.Sprintf("%.0f commits/s / %.2f commits per call = %.0f calls/s", raw.rate, perCall, baseline)
 	}
+	// Cairn's own time per call: its time per call less the commits'.
+	slices.Sort(own)
+	r.cairn += fmt.Sprintf(", Cairn's own time %s per call", own[len(own)/2].Round(time.Microsecond))
 	return r, nil
+}
+
+// b2Calls is the tool calls of a B2 run: 10 steps of 10 run_js calls, then
+// complete.
+const b2Calls = 10*10 + 1
+
+// b2Run returns B2's run: a scripted model's responses of 10 trivial
+// run_js calls, 10 steps, then complete, on the in-process executor.
+func b2Run(exec runtime.ExecutorFactory) func(context.Context, runtime.Store) error {
+	// A response of 10 calls, 10 steps: what a model does, not a stress test
+	// of a 100-call journal.
+	const perStep, nSteps = 10, 10
+	var steps []model.Response
+	for st := 0; st < nSteps; st++ {
+		parts := make([]model.Part, perStep)
+		for i := range parts {
+			parts[i] = model.Call(fmt.Sprintf("c%d-%d", st, i), "run_js", `{"code":"return 1"}`)
+		}
+		steps = append(steps, model.Reply(parts...))
+	}
+	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
+	return func(ctx context.Context, h runtime.Store) error {
+		host := runtimetest.NewHost(nil, nil, steps...)
+		in := host.Input(h)
+		in.ExecutorFactory = exec
+		in.Definition.Subagents, in.Subagents = nil, nil
+		in.Controller = &runtimetest.Controller{}
+		res, err := runtime.Run(ctx, in)
+		if err == nil && res.Reply == nil {
+			err = fmt.Errorf("b2 run: no reply")
+		}
+		return err
+	}
 }
 
 // The environment variable that makes this binary (the harness or its test
