@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
@@ -87,7 +88,10 @@ type harness struct {
 	idle time.Duration
 	// gc is the store's group commit (the ledger and the active set
 	// write through it too); zero is adaptive.
-	gc   cjs.GroupCommit
+	gc cjs.GroupCommit
+	// log, when set, receives the node's log records (and testLogger's
+	// are not written).
+	log  slog.Handler
 	node *actors.Node
 }
 
@@ -101,6 +105,10 @@ func (h *harness) start(t testing.TB) *actors.Node {
 	}
 	if idle == 0 {
 		idle = 2 * time.Second
+	}
+	logger := testLogger(t)
+	if h.log != nil {
+		logger = slog.New(h.log)
 	}
 	n, err := actors.Start(context.Background(), actors.Config{
 		Conn: h.nc,
@@ -117,7 +125,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 			return h.child, nil
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
-		IdleTimeout: idle, Logger: testLogger(t), Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
+		IdleTimeout: idle, Logger: logger, Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -659,5 +667,123 @@ func TestParkedRunPassivatesAfterALongAttempt(t *testing.T) {
 			t.Fatalf("%d run actors live 30s after the parent parked, want the 3 children only", n.LiveRuns())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// onLog calls fn, once, at the first record whose message and err attribute
+// contain msg and errText.
+type onLog struct {
+	msg, errText string
+	fn           func()
+	once         *sync.Once
+}
+
+func (h onLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h onLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h onLog) WithGroup(string) slog.Handler            { return h }
+func (h onLog) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, h.msg) {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" && strings.Contains(a.Value.String(), h.errText) {
+			h.once.Do(h.fn)
+		}
+		return true
+	})
+	return nil
+}
+
+// childrenRefuse makes the children bucket refuse every write (a full
+// stream that discards new messages) and returns what restores it.
+func childrenRefuse(t *testing.T, nc *nats.Conn) (refuse, restore func()) {
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(full bool) {
+		ctx := context.Background()
+		s, err := js.Stream(ctx, "KV_cairn_children")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		cfg := s.CachedInfo().Config
+		cfg.MaxMsgs, cfg.Discard = -1, njs.DiscardOld
+		if full {
+			cfg.MaxMsgs, cfg.Discard = int64(s.CachedInfo().State.Msgs), njs.DiscardNew
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Error(err)
+		}
+	}
+	return func() { set(true) }, func() { set(false) }
+}
+
+// refusingContinuer is continuer, with the children bucket made to refuse
+// writes when it asks for the continuation.
+type refusingContinuer struct {
+	continuer
+	refuse func()
+}
+
+func (c *refusingContinuer) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	r, err := c.continuer.Generate(ctx, req)
+	if err == nil && len(r.Message.ToolCalls()) == 1 && r.Message.ToolCalls()[0].Name == "continue_agent" {
+		c.refuse()
+	}
+	return r, err
+}
+
+// C26 (and C25): a continue_agent whose first try created the child run
+// but failed to record it as this run's child (the children bucket refused
+// the write; a crash there is the same) records it on the retry, so the
+// parent can wait for it and it completes once.
+func TestContinueRetryRecordsTheChild(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	refuse, restore := childrenRefuse(t, nc)
+	var once sync.Once
+	restored := make(chan struct{})
+	h := &harness{nc: nc, parent: &refusingContinuer{refuse: refuse}, child: childModel{}, budget: runtime.Budget{Steps: 20},
+		// The failed attempt's log record restores the bucket before its
+		// retry is scheduled.
+		log: onLog{msg: "attempt failed", errText: "track child", once: &once, fn: func() { restore(); close(restored) }}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Continue a child.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	select {
+	case <-restored:
+	default:
+		t.Fatal("the children bucket never refused the continuation's record: the test did not test the retry")
+	}
+	msgs := history(t, nc, sess, run)
+	wr := waitResult(t, msgs, "w")
+	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
+		t.Fatalf("wait on the retried continuation = %+v", wr)
+	}
+	// One continuation run in the child's session, completed once.
+	first := waitResult(t, msgs, "w1").Calls[0]
+	if wr.Calls[0].SessionID != first.SessionID || wr.Calls[0].RunID == first.RunID {
+		t.Fatalf("continuation ran in session %s run %s; the first in %s run %s", wr.Calls[0].SessionID, wr.Calls[0].RunID, first.SessionID, first.RunID)
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := events.CheckpointSubject(wr.Calls[0].SessionID, wr.Calls[0].RunID, true)
+	stream, err := js.Stream(context.Background(), "CAIRN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(context.Background(), njs.WithSubjectFilter(done))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects[done]; got != 1 {
+		t.Fatalf("the continuation committed %d completions, want 1", got)
 	}
 }

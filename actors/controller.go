@@ -64,7 +64,13 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 	if existing, err := c.n.log.readRun(ctx, sessionID, run); err != nil {
 		return runtime.AgentRunInfo{}, err
 	} else if existing != nil {
-		return c.same(existing, events.Run{Agent: existing.Agent, Message: prompt, ParentRunID: c.run.RunID, ParentCallID: toolCallID})
+		// A retry: the first try created the run, and may have stopped
+		// before recording it as this run's child, so record it now, as a
+		// retried Spawn does.
+		if _, err := c.same(existing, events.Run{Agent: existing.Agent, Message: prompt, ParentRunID: c.run.RunID, ParentCallID: toolCallID}); err != nil {
+			return runtime.AgentRunInfo{}, err
+		}
+		return c.adopt(ctx, *existing)
 	}
 	// The session must belong to a child of this run, and its latest run
 	// must have finished.
@@ -113,7 +119,15 @@ func (c *controller) start(ctx context.Context, rec events.Run, expectSeq uint64
 	case err != nil:
 		return runtime.AgentRunInfo{}, err
 	}
-	if err := c.n.track(ctx, c.childKey(rec.ParentCallID), child{CallID: rec.ParentCallID, SessionID: rec.SessionID, RunID: rec.RunID}, got); err != nil {
+	return c.adopt(ctx, rec)
+}
+
+// adopt records rec, a run created for one of this run's calls, as this
+// run's child (in the active set while it runs), wakes its actor and
+// returns its status. Every try of the call does it: the record is a put
+// of the same value, the wake of a running actor a no-op.
+func (c *controller) adopt(ctx context.Context, rec events.Run) (runtime.AgentRunInfo, error) {
+	if err := c.n.track(ctx, c.childKey(rec.ParentCallID), child{CallID: rec.ParentCallID, SessionID: rec.SessionID, RunID: rec.RunID}); err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
 	st, err := c.n.log.status(ctx, rec.SessionID, rec.RunID)

@@ -554,7 +554,7 @@ func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
 }
 
 // track records a child of a run and marks the child active.
-func (n *Node) track(ctx context.Context, key string, ch child, rec *events.Run) error {
+func (n *Node) track(ctx context.Context, key string, ch child) error {
 	v, _ := json.Marshal(ch)
 	if _, err := n.childrenW.put(ctx, key, v); err != nil {
 		return fmt.Errorf("actors: track child %s: %w", ch.RunID, err)
