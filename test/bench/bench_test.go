@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/runtime/jsexec"
+	memstore "github.com/cairn-agents/cairn/store/memory"
 )
 
 func TestMain(m *testing.M) {
@@ -63,4 +64,30 @@ func BenchmarkScenarios(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkB2MemoryStore runs B2's run on the memory store, where no commit
+// waits: the loop's own work per call on a warm core (and the memory
+// store's JSON round trips of the transcript), to set beside B2's "own
+// time", the same work done between commits:
+//
+//	go test -run '^$' -bench B2MemoryStore ./test/bench
+func BenchmarkB2MemoryStore(b *testing.B) {
+	exec, err := jsexec.New(jsexec.WithMode(jsexec.ModeInProcess))
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := b2Run(exec)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := memstore.New().Open(ctx, "s", "r")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := run(ctx, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*b2Calls), "ns/call")
 }
