@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/lru"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
@@ -112,5 +113,36 @@ func TestLedgerEntryCreatedByFirstReservation(t *testing.T) {
 	}
 	if dl, err := l.deadline(ctx, child, nil); err != nil || !dl.Equal(now.Add(time.Hour)) {
 		t.Fatalf("child's deadline %s, %v", dl, err)
+	}
+}
+
+// C28: a wait's deadline is fixed when it is first registered. The same
+// wait registered again later (the run woken again on this node, or
+// resumed on another node after a restart, with no cached registration)
+// keeps the first deadline: a restart never extends a timeout. The run's
+// next deadline is that one.
+func TestWaitKeepsItsFirstDeadline(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	kv, w := testBucket(t, "cairn_waits")
+	newWaits := func() *waits {
+		return &waits{kv: kv, w: w, now: clock, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
+	}
+	req := runtime.WaitRequest{CallIDs: []string{"a"}, Mode: runtime.WaitAll, Timeout: time.Hour}
+	first := now.Add(time.Hour).UnixNano()
+	n1 := newWaits()
+	if e, err := n1.register(ctx, "run", "w", req); err != nil || e.Deadline != first {
+		t.Fatalf("first registration %+v, %v; want deadline %d", e, err, first)
+	}
+	now = now.Add(40 * time.Minute)
+	for name, ws := range map[string]*waits{"same node": n1, "after a restart": newWaits()} {
+		e, err := ws.register(ctx, "run", "w", req)
+		if err != nil || e.Deadline != first {
+			t.Fatalf("%s: registration %+v, %v; want the first deadline %d", name, e, err, first)
+		}
+		if dl, err := ws.next(ctx, "run"); err != nil || dl.UnixNano() != first {
+			t.Fatalf("%s: next deadline %s, %v; want %s", name, dl, err, time.Unix(0, first))
+		}
 	}
 }
