@@ -787,3 +787,56 @@ func TestContinueRetryRecordsTheChild(t *testing.T) {
 		t.Fatalf("the continuation committed %d completions, want 1", got)
 	}
 }
+
+// byTask answers with the script named by the run's first message.
+type byTask map[string]*model.Scripted
+
+func (m byTask) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	s, ok := m[req.Messages[0].Text()]
+	if !ok {
+		return nil, fmt.Errorf("no script for %q", req.Messages[0].Text())
+	}
+	return s.Generate(ctx, req)
+}
+
+// C10, C26, C27: a run waits only on its own calls' children and continues
+// only its own children's sessions: a wait naming a call it never made,
+// and a continue_agent naming another root's child session, are refused.
+func TestForeignWaitAndContinueRefused(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	h := &harness{nc: nc, child: childModel{}, parent: byTask{
+		"first": {Steps: []model.Response{
+			model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+			model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`)),
+			model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+		}},
+	}}
+	n := h.start(t)
+	defer n.Close()
+	sess1, run1, err := n.Run(context.Background(), "planner", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess1, run1)
+	childSess, _ := actors.ChildIDs(run1, "a")
+	h.parent.(byTask)["second"] = &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`),
+			model.Call("c", "continue_agent", fmt.Sprintf(`{"session_id":%q,"prompt":"mine now"}`, childSess))),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+	sess2, run2, err := n.Run(context.Background(), "planner", "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess2, run2)
+	msgs := history(t, nc, sess2, run2)
+	for id, want := range map[string]string{"w": "is not a child of this run", "c": "is not a session of this run's children"} {
+		if r := runtimetest.ToolResult(msgs, id); r == nil || !r.IsError || !strings.Contains(r.Content, want) {
+			t.Fatalf("%s = %+v, want a refusal (%s)", id, r, want)
+		}
+	}
+	// The refused continuation created no run.
+	if kids, err := n.Children(context.Background(), run2); err != nil || len(kids) != 0 {
+		t.Fatalf("children of the second run %+v, %v; want none", kids, err)
+	}
+}
