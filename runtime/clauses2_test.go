@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,10 +205,18 @@ func TestC31_LaterCallsAreSkippedAfterCompletion(t *testing.T) {
 
 func TestC32_OneResponseThenCallsInOrder(t *testing.T) {
 	e := newEnv(t, calls(call("c1", "run_js", `{"code":"call kv.get {\"key\":\"1\"}"}`), call("c2", "run_js", `{"code":"call kv.get {\"key\":\"2\"}"}`)), calls(completeOutput("c3", "x")))
+	// order is what happened, as it happened: each model request, and each
+	// call's start and end at the backend.
+	var mu sync.Mutex
 	var order []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, s)
+	}
 	in := e.Input(e.Store())
 	in.Model = modelFunc(func(ctx context.Context, req model.Request) (*model.Response, error) {
-		order = append(order, "model")
+		note("model")
 		for _, tl := range req.Tools {
 			if tl.Name == "" || len(tl.InputSchema) == 0 {
 				t.Fatalf("tool definition %+v", tl)
@@ -214,17 +224,23 @@ func TestC32_OneResponseThenCallsInOrder(t *testing.T) {
 		}
 		return e.Model.Generate(ctx, req)
 	})
+	in.Backend = backendFunc(func(ctx context.Context, inv jstool.Invocation) (jstool.Value, error) {
+		note("start " + inv.ScriptCallID)
+		time.Sleep(10 * time.Millisecond) // room for a concurrent call to start, were there one
+		defer note("end " + inv.ScriptCallID)
+		return e.Backend.Invoke(ctx, inv)
+	})
 	mustRun(t, in)
-	for _, c := range e.Backend.Calls() {
-		order = append(order, c.ScriptCallID)
+	want := []string{"model", "start c1", "end c1", "start c2", "end c2", "model"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("order = %v, want %v: one response, then its calls one at a time, in order", order, want)
 	}
-	if len(order) != 4 || order[0] != "model" || order[1] != "model" {
-		t.Fatalf("order = %v", order)
-	}
-	bc := e.Backend.Calls()
-	if bc[0].ScriptCallID != "c1" || bc[1].ScriptCallID != "c2" {
-		t.Fatalf("calls ran out of order: %+v", bc)
-	}
+}
+
+type backendFunc func(ctx context.Context, inv jstool.Invocation) (jstool.Value, error)
+
+func (f backendFunc) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Value, error) {
+	return f(ctx, inv)
 }
 
 type modelFunc func(ctx context.Context, req model.Request) (*model.Response, error)
