@@ -15,7 +15,8 @@ import (
 	"github.com/cairn-agents/cairn/runtime/schema"
 )
 
-// hostileCases must each end in a tool failure without crashing the test
+// C42: the realm has no ambient authority, and a hostile script cannot
+// take the host down. hostileCases must each end in a tool failure without crashing the test
 // process or leaking a goroutine or a process; the executor then runs a
 // normal script. Limits are the defaults except where a case needs to trip
 // one quickly.

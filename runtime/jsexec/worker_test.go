@@ -54,7 +54,7 @@ func TestWorkerKilledMidScript(t *testing.T) {
 	checkStep(t, run(t, ex, "after", `return 2`), step{want: `2`})
 }
 
-// TestWorkerHasNoAmbientAuthority: a worker gets none of the host's
+// TestWorkerHasNoAmbientAuthority (C42): a worker gets none of the host's
 // environment or open files, and runs under an address-space limit.
 func TestWorkerHasNoAmbientAuthority(t *testing.T) {
 	leakCheck(t)

@@ -44,6 +44,8 @@ type bad struct {
 	keyword         string
 }
 
+// C40: every keyword Cairn supports, each with instances it accepts and
+// refuses (and the pointer and keyword a refusal names).
 func TestKeywords(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -222,6 +224,7 @@ func hasIssue(got []Issue, instancePointer, schemaPointer, keyword string) bool 
 	return false
 }
 
+// C40: local refs and recursive definitions.
 func TestRecursiveRef(t *testing.T) {
 	tree := mustCompile(t, `{
 		"$defs": {"node": {"type": "object",

@@ -19,7 +19,10 @@ import (
 // DEPENDENCIES.md and those found while building this package). Each has a
 // test that fails if its guard is removed; where useful, a "library" subtest
 // shows the raw library's behaviour, so that an upgrade which fixes (or
-// changes) a trap shows up here.
+// changes) a trap shows up here. Together they hold C40's "no remote schema
+// is fetched", "unsupported assertions, $id scopes and malformed schemas
+// fail before model work", "numbers keep JSON precision" and "format is an
+// annotation".
 
 // schemaServer serves a schema over HTTP and counts the requests.
 func schemaServer(t *testing.T) (url string, requests *atomic.Int64) {
