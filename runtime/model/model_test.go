@@ -9,8 +9,9 @@ import (
 )
 
 type recorder struct {
-	got []model.Usage
-	err error
+	got      []model.Usage
+	purposes []model.Purpose
+	err      error
 }
 
 func (r *recorder) RecordUsage(ctx context.Context, p model.Purpose, u model.Usage) error {
@@ -18,6 +19,7 @@ func (r *recorder) RecordUsage(ctx context.Context, p model.Purpose, u model.Usa
 		return ctx.Err()
 	}
 	r.got = append(r.got, u)
+	r.purposes = append(r.purposes, p)
 	return r.err
 }
 
@@ -33,7 +35,7 @@ func (f fixed) Generate(context.Context, model.Request) (*model.Response, error)
 // C34: the wrapper records every reported usage, of failed, interrupted
 // and compaction requests too.
 func TestC34_UsageWrapperRecordsEveryReportedToken(t *testing.T) {
-	u := model.Usage{InputTokens: 100, OutputTokens: 7}
+	u := model.Usage{InputTokens: 100, OutputTokens: 7, CachedInputTokens: 40, ReasoningTokens: 3}
 	interrupted := errors.New("stream reset")
 	tests := []struct {
 		name    string
@@ -61,6 +63,12 @@ func TestC34_UsageWrapperRecordsEveryReportedToken(t *testing.T) {
 			}
 			if len(rec.got) != tc.want {
 				t.Fatalf("recorded %d usages, want %d", len(rec.got), tc.want)
+			}
+			// Every token as reported, under the request's purpose.
+			for i := range rec.got {
+				if rec.got[i] != u || rec.purposes[i] != tc.purpose {
+					t.Fatalf("recorded %+v for %q, want %+v for %q", rec.got[i], rec.purposes[i], u, tc.purpose)
+				}
 			}
 		})
 	}
