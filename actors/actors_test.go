@@ -840,3 +840,48 @@ func TestForeignWaitAndContinueRefused(t *testing.T) {
 		t.Fatalf("children of the second run %+v, %v; want none", kids, err)
 	}
 }
+
+// reporting makes every response of a model report usage u.
+type reporting struct {
+	inner model.Model
+	u     model.Usage
+}
+
+func (m reporting) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	r, err := m.inner.Generate(ctx, req)
+	if r != nil {
+		r.Usage = m.u
+	}
+	return r, err
+}
+
+// C24, C33, C34: a token-only budget counts the tokens of the whole tree.
+// Every response reports 30 input and 20 output tokens; with 250 allowed,
+// the parent's spawn and wait responses and its three children's make
+// 250, and the parent's next step stops at the gate without a request.
+func TestTokenBudgetCountsDescendants(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	u := model.Usage{InputTokens: 30, OutputTokens: 20}
+	parent := threeChildren()
+	var childCalls atomic.Int64
+	h := &harness{nc: nc, parent: reporting{parent, u}, child: reporting{childModel{calls: &childCalls}, u}, budget: runtime.Budget{Tokens: 250}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Spend tokens.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "250 of 250 tokens used") {
+		t.Fatalf("root = %s, %v; want failed on its 250 tokens", st, err)
+	}
+	steps, in, out, err := n.Usage(ctx, run)
+	if err != nil || steps != 5 || in != 150 || out != 100 {
+		t.Fatalf("usage: %d steps, %d+%d tokens (%v); want 5 steps, 150+100 tokens: the parent's two and the children's three", steps, in, out, err)
+	}
+	if got := int64(len(parent.Requests())) + childCalls.Load(); got != 5 {
+		t.Fatalf("%d model requests, want 5: none past the gate", got)
+	}
+}
