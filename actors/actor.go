@@ -139,6 +139,9 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	}
 	if a.running {
 		a.pending = true
+		if testHookPending != nil {
+			testHookPending(a.run)
+		}
 		return
 	}
 	if a.timer != nil {

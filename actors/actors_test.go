@@ -885,3 +885,60 @@ func TestTokenBudgetCountsDescendants(t *testing.T) {
 		t.Fatalf("%d model requests, want 5: none past the gate", got)
 	}
 }
+
+// C28: a child's completion that lands after the parent's wait read it as
+// running, and before the parent's attempt has parked, is not lost: the
+// wake reaches the running attempt, and the run tries again as soon as it
+// parks. The hooks make the race happen every time: the wait, having read
+// the child running, lets the child finish and holds the attempt until
+// the child's wake has reached the parent.
+func TestChildFinishingWhileParentParks(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	g := &gate{}
+	parent := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+	pending := make(chan string, 64)
+	var once sync.Once
+	var raced atomic.Bool
+	clear := actors.SetTestHooks(func(runID string) {
+		once.Do(func() {
+			g.release(`{"n":1}`)
+			timeout := time.After(30 * time.Second)
+			for {
+				select {
+				case r := <-pending:
+					if r == runID {
+						raced.Store(true)
+						return
+					}
+				case <-timeout:
+					return
+				}
+			}
+		})
+	}, func(runID string) {
+		select {
+		case pending <- runID:
+		default:
+		}
+	})
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}}
+	n := h.start(t)
+	defer clear()
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Race.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	if !raced.Load() {
+		t.Fatal("the child's wake never reached the parent while its attempt ran: the race did not happen")
+	}
+	wr := waitResult(t, history(t, nc, sess, run), "w")
+	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
+		t.Fatalf("wait result %+v", wr)
+	}
+}

@@ -268,6 +268,9 @@ func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.Wa
 	if err != nil {
 		return runtime.WaitResult{}, err
 	}
+	if testHookWaitRead != nil {
+		testHookWaitRead(c.run.RunID)
+	}
 	done := 0
 	for _, in := range infos {
 		if !in.Status.Active() {
@@ -320,6 +323,10 @@ type rejection struct{ msg string }
 func (r rejection) Error() string { return r.msg }
 
 func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
+
+// Test hooks (nil outside tests; set before a node starts): a wait has
+// read its children; a wake reached a run whose attempt is running.
+var testHookWaitRead, testHookPending func(runID string)
 
 // classify makes every controller error but a rejection (and a wait that
 // parks) stop the attempt instead of reaching the model as a tool error: a
