@@ -47,6 +47,7 @@ func Run(t *testing.T, newOpener func(t *testing.T) Opener) {
 		{"C16_MessageIDsAndMetadataPersist", testMetadata},
 		{"C18_NewLeaseFencesOldWriter", testLeaseFencing},
 		{"C18_SessionContinuationsSerialized", testSessionSerialized},
+		{"C18_RacingContinuationsOneAdmitted", testRacingContinuations},
 		{"DuplicateMessageIDRejected", testDuplicateMessageID},
 	}
 	for _, tc := range tests {
@@ -392,6 +393,46 @@ func testSessionSerialized(t *testing.T, o Opener) {
 		t.Fatalf("completed run reload: %+v, %v", got, err)
 	}
 	save(t, r2, cp(2, text("m4", "c")))
+}
+
+// testRacingContinuations opens runs r1..r8 of a completed session at
+// once (one opener; a replicated deployment has one per node, and the
+// store's fence is on the server): exactly one is admitted, the others are
+// refused with ErrSessionBusy, and only the admitted one can commit.
+func testRacingContinuations(t *testing.T, o Opener) {
+	ctx := context.Background()
+	first := open(t, o, "s", "r0")
+	done := cp(1, text("m0", "answer"))
+	done.Phase, done.Reply = runtime.PhaseCompleted, &runtime.Reply{Type: runtime.ReplyNeedsInput, Question: "and then?"}
+	save(t, first, done)
+	const n = 8
+	stores := make([]runtime.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = o.Open(ctx, "s", fmt.Sprintf("r%d", i+1))
+		}()
+	}
+	wg.Wait()
+	admitted := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && admitted >= 0:
+			t.Fatalf("runs r%d and r%d were both admitted to the session", admitted+1, i+1)
+		case err == nil:
+			admitted = i
+		case !errors.Is(err, runtime.ErrSessionBusy):
+			t.Fatalf("open r%d: %v, want ErrSessionBusy or admission", i+1, err)
+		}
+	}
+	if admitted < 0 {
+		t.Fatal("no run was admitted to the completed session")
+	}
+	save(t, stores[admitted], cp(1, text("m1", "next")))
+	wantIDs(t, "history", history(t, stores[admitted]), "m0", "m1")
 }
 
 func testDuplicateMessageID(t *testing.T, o Opener) {
