@@ -293,6 +293,12 @@ func TestC8_CleanupErrors(t *testing.T) {
 		if err != nil || res == nil || res.Reply == nil || !errors.Is(res.CleanupError, closeErr) {
 			t.Fatalf("= %+v, %v; want the reply, a nil error and CleanupError", res, err)
 		}
+		// Cleanup diagnostics are never persisted.
+		cpJSON, _ := json.Marshal(e.Checkpoint())
+		histJSON, _ := json.Marshal(e.History())
+		if strings.Contains(string(cpJSON)+string(histJSON), closeErr.Error()) {
+			t.Fatalf("the cleanup failure reached the durable state: %s %s", cpJSON, histJSON)
+		}
 	})
 	t.Run("waiting", func(t *testing.T) {
 		e := newEnv(t, calls(call("c0", "run_js", `{"code":"return 1"}`), call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)))
@@ -647,4 +653,35 @@ type fatalSpawn struct {
 
 func (f fatalSpawn) Spawn(context.Context, string, string, []byte) (runtime.AgentRunInfo, error) {
 	return runtime.AgentRunInfo{}, f.err
+}
+
+// C41: the executor is allocated lazily (a run that never calls run_js
+// allocates none; one that does, one per attempt) and closed on every exit:
+// completion, waiting and failure.
+func TestC41_ExecutorLazyAndClosedOnEveryExit(t *testing.T) {
+	modelErr := errors.New("provider down")
+	tests := []struct {
+		name    string
+		steps   []model.Response
+		stepErr map[int]error
+		allocs  int
+	}{
+		{"no run_js", []model.Response{calls(completeOutput("c1", "x"))}, nil, 0},
+		{"completed", []model.Response{calls(call("c1", "run_js", `{"code":"return 1"}`), call("c2", "run_js", `{"code":"return 2"}`)), calls(completeOutput("c3", "x"))}, nil, 1},
+		{"waiting", []model.Response{calls(call("c0", "run_js", `{"code":"return 1"}`), call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`))}, nil, 1},
+		{"failed", []model.Response{calls(call("c1", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c2", "x"))}, map[int]error{1: modelErr}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.steps...)
+			e.Model.StepErrors = tc.stepErr
+			_, _ = e.Attempt()
+			if got := e.Execs.Allocs(); got != tc.allocs {
+				t.Fatalf("%d executors allocated, want %d", got, tc.allocs)
+			}
+			if open := e.Execs.Open(); open != 0 {
+				t.Fatalf("%d executors left open after the attempt", open)
+			}
+		})
+	}
 }
