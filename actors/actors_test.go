@@ -466,9 +466,9 @@ func TestNoPollingWhileParked(t *testing.T) {
 	result(t, n, sess, run)
 }
 
-// Two nodes activate the same runs (a duplicate activation): the lease
-// fencing decides who commits, the loser stops, and every run completes
-// once.
+// D2: two nodes activate the same runs (a duplicate activation): the
+// lease fencing decides who commits, the loser stops, and every run
+// completes once.
 func TestDuplicateActivation(t *testing.T) {
 	g := &gate{}
 	nc := natstest.Connect(t, natstest.Server(t))

@@ -69,7 +69,8 @@ func TestConformanceR3(t *testing.T) {
 	})
 }
 
-// 20 writers commit the same revision: exactly one wins (C13), whether they
+// C13, D2: 20 writers commit the same revision: exactly one wins (the
+// expected-sequence fence on the session's subjects), whether they
 // share a handle or each hold one (then all but the newest lease are fenced).
 func TestConcurrentWriters(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
