@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 )
 
@@ -193,7 +194,11 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 			a.wake(ctx, "woken while running")
 			return
 		}
-		a.armDeadline(ctx)
+		wait := ""
+		if m.res != nil {
+			wait = m.res.WaitCallID
+		}
+		a.armDeadline(wait)
 	case errors.Is(err, runtime.ErrDrained):
 		// The node is closing; the next owner resumes from this commit.
 	case errors.Is(err, errEnded), a.stopped:
@@ -226,28 +231,41 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 	}
 }
 
-// armDeadline schedules a wake at the earliest wait deadline of the run.
-// The timer belongs to the node, not the actor, so the actor can be
-// passivated while it waits; the deadline is read from the durable
-// registrations, so a restarted node arms it again at its first attempt.
-func (a *runActor) armDeadline(ctx actor.Context) {
-	ctx2 := context.Background()
-	dl, err := a.n.waits.next(ctx2, a.run)
-	if err != nil {
-		a.n.logger.Warn("actors: read wait deadlines", "run", a.run, "err", err)
-		return
-	}
-	// The root's wall-clock budget ends a parked run too: wake it then, and
-	// the attempt fails at once on the expired deadline.
-	if rec, err := a.n.log.readRun(ctx2, a.session, a.run); err == nil && rec != nil {
-		if root, err := a.n.ledger.deadline(ctx2, rec, nil); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
-			dl = root
+// armDeadline schedules a wake at the deadline of the wait the run parked
+// on (wait, its call ID), or at its root's wall-clock deadline if that is
+// earlier. Only that wait's: the run's earlier waits are over, and a
+// deadline of theirs that has passed would wake the run at once, again at
+// every park. The timer belongs to the node, not the actor, so the actor
+// can be passivated while it waits; the deadlines are durable, so a
+// restarted node arms them again when the run's first attempt parks. When
+// they cannot be read, the run is woken again soon to read them anew:
+// it must not sleep past them.
+func (a *runActor) armDeadline(wait string) {
+	ctx := context.Background()
+	dl, err := a.n.waits.deadline(ctx, a.run, wait)
+	if err == nil {
+		// The root's wall-clock budget ends a parked run too: wake it
+		// then, and the attempt fails at once on the expired deadline.
+		var rec *events.Run
+		if rec, err = a.n.log.readRun(ctx, a.session, a.run); err == nil && rec != nil {
+			var root time.Time
+			if root, err = a.n.ledger.deadline(ctx, rec, nil); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
+				dl = root
+			}
 		}
+	}
+	if err != nil {
+		a.n.logger.Warn("actors: read the deadlines of a parked run; reading them again shortly", "run", a.run, "err", err)
+		dl = a.n.now().Add(deadlineRetry)
 	}
 	if !dl.IsZero() {
 		a.n.wakeAt(a.session, a.run, dl)
 	}
 }
+
+// deadlineRetry is how soon a parked run whose deadlines could not be read
+// is woken to read them again.
+const deadlineRetry = 5 * time.Second
 
 func permanent(err error) bool {
 	return errors.Is(err, errPermanent) || errors.Is(err, ErrBudget) || errors.Is(err, runtime.ErrInvalidInput) ||

@@ -353,19 +353,8 @@ func budgetAcrossParentAndChildren(t *testing.T, gc cjs.GroupCommit) {
 	var childCalls atomic.Int64
 	parent := threeChildren()
 	h := &harness{nc: nc, parent: parent, child: childModel{calls: &childCalls}, budget: runtime.Budget{Steps: 4}, gc: gc}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(context.Background(), "planner", "Too much.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, _, err := n.Result(ctx, sess, run)
-	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "budget exhausted") {
-		t.Fatalf("root = %s, %v; want failed on the budget", st, err)
-	}
-	steps, _, _, err := n.Usage(ctx, run)
+	n, run := runOutOfBudget(t, h, "Too much.", "budget exhausted")
+	steps, _, _, err := n.Usage(context.Background(), run)
 	if err != nil || steps != 4 {
 		t.Fatalf("steps used = %d (%v), want the 4 of the budget", steps, err)
 	}
@@ -374,6 +363,26 @@ func budgetAcrossParentAndChildren(t *testing.T, gc cjs.GroupCommit) {
 	if got := int64(len(parent.Requests())) + childCalls.Load(); got != 4 {
 		t.Fatalf("%d model requests for 4 reserved steps", got)
 	}
+}
+
+// runOutOfBudget starts h's node (closed when the test ends), runs the
+// planner on message and checks that the root fails on its budget, with an
+// error that says why.
+func runOutOfBudget(t *testing.T, h *harness, message, why string) (*actors.Node, string) {
+	t.Helper()
+	n := h.start(t)
+	t.Cleanup(n.Close)
+	sess, run, err := n.Run(context.Background(), "planner", message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), why) {
+		t.Fatalf("root = %s, %v; want failed on its budget (%s)", st, err, why)
+	}
+	return n, run
 }
 
 func testLogger(testing.TB) *slog.Logger {
@@ -865,19 +874,8 @@ func TestTokenBudgetCountsDescendants(t *testing.T) {
 	parent := threeChildren()
 	var childCalls atomic.Int64
 	h := &harness{nc: nc, parent: reporting{parent, u}, child: reporting{childModel{calls: &childCalls}, u}, budget: runtime.Budget{Tokens: 250}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(context.Background(), "planner", "Spend tokens.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, _, err := n.Result(ctx, sess, run)
-	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "250 of 250 tokens used") {
-		t.Fatalf("root = %s, %v; want failed on its 250 tokens", st, err)
-	}
-	steps, in, out, err := n.Usage(ctx, run)
+	n, run := runOutOfBudget(t, h, "Spend tokens.", "250 of 250 tokens used")
+	steps, in, out, err := n.Usage(context.Background(), run)
 	if err != nil || steps != 5 || in != 150 || out != 100 {
 		t.Fatalf("usage: %d steps, %d+%d tokens (%v); want 5 steps, 150+100 tokens: the parent's two and the children's three", steps, in, out, err)
 	}
@@ -940,5 +938,44 @@ func TestChildFinishingWhileParentParks(t *testing.T) {
 	wr := waitResult(t, history(t, nc, sess, run), "w")
 	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
 		t.Fatalf("wait result %+v", wr)
+	}
+}
+
+// C28: a run that waited with a timeout and then waits again without one
+// is woken at the deadline of the wait it is parked on, never at the
+// passed deadline of its earlier wait (which would wake it at once, and
+// again at every park, until its child finished).
+func TestEarlierWaitDeadlineDoesNotWake(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	g := &gate{}
+	g.release(`{"n":1}`)
+	parent := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`), model.Call("b", "spawn_worker", `{"n":2}`)),
+		model.Reply(model.Call("w1", "wait_calls", `{"ids":["a"],"timeout_seconds":1}`)),
+		model.Reply(model.Call("w2", "wait_calls", `{"ids":["b"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+	var reads atomic.Int64
+	clear := actors.SetTestHooks(func(string) { reads.Add(1) }, nil)
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}}
+	n := h.start(t)
+	defer clear()
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "Wait twice.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past w1's deadline, with the parent parked on w2.
+	time.Sleep(2500 * time.Millisecond)
+	g.release(`{"n":2}`)
+	result(t, n, sess, run)
+	// w1 read once or twice (a finishing), w2 once or twice (b finishing):
+	// a wake loop on w1's deadline makes hundreds.
+	if got := reads.Load(); got > 6 {
+		t.Fatalf("the parent's waits read their children %d times: it was woken over and over while parked", got)
+	}
+	msgs := history(t, nc, sess, run)
+	if wr := waitResult(t, msgs, "w1"); wr.TimedOut || len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
+		t.Fatalf("w1 = %+v", wr)
 	}
 }

@@ -270,24 +270,30 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 	return stored, nil
 }
 
-// next returns the earliest deadline of a run's waits (zero when none).
-// It runs at every park: batched direct gets of the run's keys, where a
-// key listing would create (and delete) an ordered consumer on the server
-// each time.
-func (w *waits) next(ctx context.Context, runID string) (time.Time, error) {
-	var earliest int64
-	err := w.w.entries(ctx, runID, func(_ string, data []byte) error {
-		var e waitEntry
-		if json.Unmarshal(data, &e) == nil && e.Deadline > 0 && (earliest == 0 || e.Deadline < earliest) {
-			earliest = e.Deadline
-		}
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("actors: wait deadlines of %s: %w", runID, err)
-	}
-	if earliest == 0 {
+// deadline returns the deadline of the run's wait callID (zero when it has
+// none, or is not registered), from the registration cache when it is
+// there (the attempt that parked just registered it).
+func (w *waits) deadline(ctx context.Context, runID, callID string) (time.Time, error) {
+	if callID == "" {
 		return time.Time{}, nil
 	}
-	return time.Unix(0, earliest), nil
+	key := waitKey(runID, callID)
+	e, ok := w.known.Get(key)
+	if !ok {
+		kve, err := w.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return time.Time{}, nil
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("actors: read wait %s of %s: %w", callID, runID, err)
+		}
+		if err := json.Unmarshal(kve.Value(), &e); err != nil {
+			return time.Time{}, fmt.Errorf("actors: read wait %s of %s: %w", callID, runID, err)
+		}
+		w.known.Add(key, e, len(key)+len(kve.Value()))
+	}
+	if e.Deadline == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, e.Deadline), nil
 }

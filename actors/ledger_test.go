@@ -119,8 +119,8 @@ func TestLedgerEntryCreatedByFirstReservation(t *testing.T) {
 // C28: a wait's deadline is fixed when it is first registered. The same
 // wait registered again later (the run woken again on this node, or
 // resumed on another node after a restart, with no cached registration)
-// keeps the first deadline: a restart never extends a timeout. The run's
-// next deadline is that one.
+// keeps the first deadline: a restart never extends a timeout; it is the
+// one armed when the run parks on that wait.
 func TestWaitKeepsItsFirstDeadline(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
@@ -141,8 +141,8 @@ func TestWaitKeepsItsFirstDeadline(t *testing.T) {
 		if err != nil || e.Deadline != first {
 			t.Fatalf("%s: registration %+v, %v; want the first deadline %d", name, e, err, first)
 		}
-		if dl, err := ws.next(ctx, "run"); err != nil || dl.UnixNano() != first {
-			t.Fatalf("%s: next deadline %s, %v; want %s", name, dl, err, time.Unix(0, first))
+		if dl, err := ws.deadline(ctx, "run", "w"); err != nil || dl.UnixNano() != first {
+			t.Fatalf("%s: deadline %s, %v; want %s", name, dl, err, time.Unix(0, first))
 		}
 	}
 }

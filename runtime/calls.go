@@ -87,7 +87,7 @@ func (r *runner) callStep(ctx context.Context) (*Result, error) {
 	out, err := r.execute(ctx, rec, !r.fresh[rec.ID])
 	if errors.Is(err, ErrWaiting) {
 		r.emit(ctx, SinkEvent{Kind: SinkWaiting, Revision: r.cp.Revision, CallID: rec.ID, Tool: rec.Name})
-		return &Result{Waiting: true}, err
+		return &Result{Waiting: true, WaitCallID: rec.ID}, err
 	}
 	if err != nil {
 		return nil, err

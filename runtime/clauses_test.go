@@ -244,8 +244,8 @@ func TestC6_WaitingAndContinuation(t *testing.T) {
 		calls(call("c1", "spawn_summarizer", `{"text":"t"}`), call("c2", "wait_calls", `{"ids":["c1"]}`)),
 		calls(call("c3", "complete", `{"type":"needs_input","question":"More?"}`)))
 	res, err := e.Attempt()
-	if !errors.Is(err, runtime.ErrWaiting) || res == nil || !res.Waiting || res.Reply != nil {
-		t.Fatalf("attempt = %+v, %v; want Result{Waiting: true} with ErrWaiting", res, err)
+	if !errors.Is(err, runtime.ErrWaiting) || res == nil || !res.Waiting || res.WaitCallID != "c2" || res.Reply != nil {
+		t.Fatalf("attempt = %+v, %v; want Result{Waiting: true, WaitCallID: c2} with ErrWaiting", res, err)
 	}
 	e.Ctrl.FinishChildren()
 	reply := e.Complete()

@@ -224,6 +224,9 @@ type Reply struct {
 type Result struct {
 	Reply   *Reply
 	Waiting bool
+	// WaitCallID is the wait_calls call a Waiting run parked on: the host
+	// arms that wait's deadline, and no earlier one's.
+	WaitCallID string
 	// CleanupError is the executor teardown failure of this attempt, if
 	// any. It never invalidates a committed reply and is never persisted (C8).
 	CleanupError error
