@@ -23,6 +23,9 @@ type (
 		// reused tells that the attempt started from a kept one.
 		store  runtime.Store
 		reused bool
+		// untracked: the attempt could not put its run in the active set
+		// (and did nothing else).
+		untracked bool
 	}
 	tick  struct{ reason string }
 	ended struct{}
@@ -39,9 +42,12 @@ type runActor struct {
 	pending bool // a wake arrived during an attempt
 	done    bool
 	stopped bool // a Stop arrived: the attempt's end is not a failure
-	cancel  context.CancelFunc
-	timer   *time.Timer
-	retries int
+	// untracked: the API created the run but could not put it in the
+	// active set; attempts put it there first, until one has.
+	untracked bool
+	cancel    context.CancelFunc
+	timer     *time.Timer
+	retries   int
 	// store is the last attempt's handle while the run is parked and the
 	// actor live: the next attempt (a child finished, a deadline) starts
 	// from it without a new lease. Dropped on any other outcome and with
@@ -135,6 +141,9 @@ func respond(ctx actor.Context) {
 }
 
 func (a *runActor) wake(ctx actor.Context, reason string) {
+	if reason == reasonUntracked {
+		a.untracked = true
+	}
 	if a.done || a.m.ctx.Err() != nil { // the member stopped: the run's next owner resumes it
 		return
 	}
@@ -153,7 +162,7 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	attemptCtx, cancel := context.WithCancel(a.m.ctx)
 	a.cancel, a.running, a.pending = cancel, true, false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	n, m, session, run, kept := a.n, a.m, a.session, a.run, a.store
+	n, m, session, run, kept, untracked := a.n, a.m, a.session, a.run, a.store, a.untracked
 	a.store = nil
 	n.mu.Lock()
 	if n.closed { // draining: no new attempt; the next owner resumes
@@ -165,6 +174,13 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 	n.attempts.Add(1)
 	n.mu.Unlock()
 	go func() {
+		if untracked {
+			if err := n.markActive(attemptCtx, session, run); err != nil {
+				n.attempts.Done()
+				root.Send(self, &attemptDone{err: err, untracked: true})
+				return
+			}
+		}
 		res, store, err := n.attempt(attemptCtx, m, session, run, reason, kept)
 		root.Send(self, &attemptDone{res: res, err: err, store: store, reused: kept != nil})
 	}()
@@ -173,6 +189,7 @@ func (a *runActor) wake(ctx actor.Context, reason string) {
 // finish decides what follows an attempt.
 func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 	a.running = false
+	a.untracked = a.untracked && m.untracked
 	if a.cancel != nil {
 		a.cancel()
 		a.cancel = nil

@@ -703,32 +703,6 @@ func (h onLog) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// childrenRefuse makes the children bucket refuse every write (a full
-// stream that discards new messages) and returns what restores it.
-func childrenRefuse(t *testing.T, nc *nats.Conn) (refuse, restore func()) {
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := func(full bool) {
-		ctx := context.Background()
-		s, err := js.Stream(ctx, "KV_cairn_children")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		cfg := s.CachedInfo().Config
-		cfg.MaxMsgs, cfg.Discard = -1, njs.DiscardOld
-		if full {
-			cfg.MaxMsgs, cfg.Discard = int64(s.CachedInfo().State.Msgs), njs.DiscardNew
-		}
-		if _, err := js.UpdateStream(ctx, cfg); err != nil {
-			t.Error(err)
-		}
-	}
-	return func() { set(true) }, func() { set(false) }
-}
-
 // refusingContinuer is continuer, with the children bucket made to refuse
 // writes when it asks for the continuation.
 type refusingContinuer struct {
@@ -750,7 +724,7 @@ func (c *refusingContinuer) Generate(ctx context.Context, req model.Request) (*m
 // parent can wait for it and it completes once.
 func TestContinueRetryRecordsTheChild(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	refuse, restore := childrenRefuse(t, nc)
+	refuse, restore := bucketRefuse(t, nc, "cairn_children")
 	var once sync.Once
 	restored := make(chan struct{})
 	h := &harness{nc: nc, parent: &refusingContinuer{refuse: refuse}, child: childModel{}, budget: runtime.Budget{Steps: 20},
@@ -978,4 +952,65 @@ func TestEarlierWaitDeadlineDoesNotWake(t *testing.T) {
 	if wr := waitResult(t, msgs, "w1"); wr.TimedOut || len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
 		t.Fatalf("w1 = %+v", wr)
 	}
+}
+
+// bucketRefuse makes a node's KV bucket refuse every write (a full stream
+// that discards new messages) and returns what restores it.
+func bucketRefuse(t *testing.T, nc *nats.Conn, bucket string) (refuse, restore func()) {
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(full bool) {
+		ctx := context.Background()
+		s, err := js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		cfg := s.CachedInfo().Config
+		cfg.MaxMsgs, cfg.Discard = -1, njs.DiscardOld
+		if full {
+			cfg.MaxMsgs, cfg.Discard = int64(s.CachedInfo().State.Msgs), njs.DiscardNew
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Error(err)
+		}
+	}
+	return func() { set(true) }, func() { set(false) }
+}
+
+// C18, C28: a run the API created but could not put in the active set
+// (the bucket refused; a client gone away did the same before) is still
+// woken: its first attempts put it there first, and it completes, leaving
+// its session free for the next continuation.
+func TestNewRunNotYetInTheActiveSetRuns(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	// The session's window grows by a response per run: the script's step
+	// is the run's place in the session.
+	var steps []model.Response
+	for i := range 3 {
+		steps = append(steps, model.Reply(model.Call(fmt.Sprintf("done%d", i), "complete", `{"type":"needs_input","question":"and?"}`)))
+	}
+	h := &harness{nc: nc, parent: &model.Scripted{Steps: steps}, child: childModel{}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	refuse, restore := bucketRefuse(t, nc, "cairn_active")
+	refuse()
+	run2, err := n.Continue(context.Background(), sess, "second")
+	if err != nil {
+		t.Fatalf("continue with the active set refusing writes: %v; want the run started", err)
+	}
+	restore()
+	result(t, n, sess, run2)
+	run3, err := n.Continue(context.Background(), sess, "third")
+	if err != nil {
+		t.Fatalf("the next continuation: %v", err)
+	}
+	result(t, n, sess, run3)
 }

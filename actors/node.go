@@ -381,11 +381,32 @@ func (n *Node) RunAs(ctx context.Context, owner, agent, message string) (session
 	if _, err := n.log.createRun(ctx, rec, 0); err != nil {
 		return "", "", err
 	}
-	if err := n.markActive(ctx, sessionID, runID); err != nil {
-		return "", "", err
-	}
-	n.wake(sessionID, runID, "started")
+	n.begin(ctx, sessionID, runID)
 	return sessionID, runID, nil
+}
+
+// reasonUntracked wakes a run the API created but could not put in the
+// active set: its attempts put it there before anything else.
+const reasonUntracked = "started, not yet in the active set"
+
+// beginTimeout bounds the bookkeeping of a run the API just created.
+const beginTimeout = 30 * time.Second
+
+// begin puts a run the API just created in the active set and wakes it.
+// The run exists from its record on, so this does not depend on the
+// caller: a client that went away (its context cancelled) must not leave a
+// run that is never woken and holds its session for good. When the active
+// set cannot be written, the run is woken anyway and its first attempt
+// writes it first (an attempt that cannot is retried).
+func (n *Node) begin(ctx context.Context, sessionID, runID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), beginTimeout)
+	defer cancel()
+	reason := "started"
+	if err := n.markActive(ctx, sessionID, runID); err != nil {
+		n.logger.Warn("actors: a new run is not in the active set yet; its first attempt puts it there", "run", runID, "err", err)
+		reason = reasonUntracked
+	}
+	n.wake(sessionID, runID, reason)
 }
 
 // Errors of the node's API.
@@ -437,10 +458,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 		}
 		return "", err
 	}
-	if err := n.markActive(ctx, sessionID, runID); err != nil {
-		return "", err
-	}
-	n.wake(sessionID, runID, "started")
+	n.begin(ctx, sessionID, runID)
 	return runID, nil
 }
 
