@@ -235,9 +235,9 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 	case permanent(err) || a.retries >= a.n.cfg.MaxRetries:
 		a.n.logger.Warn("actors: run failed", "run", a.run, "err", err)
 		a.done = true
-		n, session, run := a.n, a.session, a.run
+		n, mctx, session, run := a.n, a.m.ctx, a.session, a.run
 		go func() {
-			_, _ = n.log.endRun(context.Background(), session, run, runtime.StatusFailed, err.Error())
+			n.endFailed(mctx, session, run, err.Error())
 			root.Send(self, &ended{})
 		}()
 	default:
@@ -245,6 +245,28 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 		delay := time.Duration(1<<min(a.retries, 6)) * 100 * time.Millisecond
 		a.n.logger.Info("actors: attempt failed, retrying", "run", a.run, "in", delay, "err", err)
 		a.timer = time.AfterFunc(delay, func() { root.Send(self, &tick{reason: "retry"}) })
+	}
+}
+
+// endFailed writes the end of a run that failed, trying again until it is
+// written or ctx (the member's) ends: a failed run whose end is not in the
+// log reads as running, and its parent is never told. A member that stops
+// first leaves the run active, and its next owner resumes it, fails it
+// again and writes the end.
+func (n *Node) endFailed(ctx context.Context, sessionID, runID, reason string) {
+	delay := 100 * time.Millisecond
+	for {
+		_, err := n.log.endRun(ctx, sessionID, runID, runtime.StatusFailed, reason)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		n.logger.Warn("actors: write the end of a failed run; trying again", "run", runID, "in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
 	}
 }
 

@@ -957,13 +957,19 @@ func TestEarlierWaitDeadlineDoesNotWake(t *testing.T) {
 // bucketRefuse makes a node's KV bucket refuse every write (a full stream
 // that discards new messages) and returns what restores it.
 func bucketRefuse(t *testing.T, nc *nats.Conn, bucket string) (refuse, restore func()) {
+	return streamRefuse(t, nc, "KV_"+bucket)
+}
+
+// streamRefuse makes a stream refuse every write and returns what
+// restores it.
+func streamRefuse(t *testing.T, nc *nats.Conn, stream string) (refuse, restore func()) {
 	js, err := njs.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := func(full bool) {
 		ctx := context.Background()
-		s, err := js.Stream(ctx, "KV_"+bucket)
+		s, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Error(err)
 			return
@@ -1013,4 +1019,47 @@ func TestNewRunNotYetInTheActiveSetRuns(t *testing.T) {
 		t.Fatalf("the next continuation: %v", err)
 	}
 	result(t, n, sess, run3)
+}
+
+// A run that fails (here on its budget) while the log refuses writes gets
+// its end written once the log takes writes again: it never stays
+// "running" for good, with its caller waiting on it.
+func TestFailedRunEndIsWrittenAfterALogOutage(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	refuse, restore := streamRefuse(t, nc, "CAIRN")
+	var failed, retried sync.Once
+	parent := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}, budget: runtime.Budget{Steps: 1},
+		log: multiLog{
+			onLog{msg: "run failed", errText: "budget", once: &failed, fn: refuse},
+			onLog{msg: "write the end of a failed run", errText: "", once: &retried, fn: restore},
+		}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(context.Background(), "planner", "One step only.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "budget") {
+		t.Fatalf("root = %s, %v; want failed on its budget", st, err)
+	}
+}
+
+// multiLog sends each record to every handler.
+type multiLog []slog.Handler
+
+func (m multiLog) Enabled(context.Context, slog.Level) bool { return true }
+func (m multiLog) WithAttrs([]slog.Attr) slog.Handler       { return m }
+func (m multiLog) WithGroup(string) slog.Handler            { return m }
+func (m multiLog) Handle(ctx context.Context, r slog.Record) error {
+	for _, h := range m {
+		_ = h.Handle(ctx, r.Clone())
+	}
+	return nil
 }
