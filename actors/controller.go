@@ -333,11 +333,26 @@ var testHookWaitRead, testHookPending func(runID string)
 // read that failed while a stream leader moved after a node died says
 // nothing about the run, and the actor retries the attempt from its last
 // commit.
+//
+// A conflict, a lost lease or a busy session met here is another run's (a
+// child's session moved on, a child was cancelled meanwhile), never this
+// run's own: it is hidden from the attempt's caller, which would take it
+// for this run being fenced out and stop it for good, with nobody to wake
+// it. The attempt is retried instead, and its own commits find out whether
+// this run's lease was lost.
 func classify(err *error) {
 	var r rejection
 	var f runtime.FatalToolError
 	if *err == nil || errors.As(*err, &r) || errors.As(*err, &f) || errors.Is(*err, runtime.ErrWaiting) {
 		return
 	}
+	if errors.Is(*err, runtime.ErrConflict) || errors.Is(*err, runtime.ErrLeaseLost) || errors.Is(*err, runtime.ErrSessionBusy) {
+		*err = otherRun{*err}
+	}
 	*err = runtime.Fatal(*err)
 }
+
+// otherRun hides the sentinel errors of another run's store from errors.Is.
+type otherRun struct{ err error }
+
+func (o otherRun) Error() string { return "another run's log: " + o.err.Error() }
