@@ -2,12 +2,14 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
@@ -76,5 +78,48 @@ func TestFinishedRunsLeaveTheActiveSet(t *testing.T) {
 			t.Fatalf("active set: %d keys not purged (%s), %d purged; want 0 and 5", len(live), strings.Join(live, " "), len(markers))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A finished run put back in the active set (here by an Adopt after its
+// end; a retried spawn racing the child's end does the same) leaves it at
+// its next activation, instead of being woken by every sweep for good.
+func TestFinishedRunPutBackLeavesTheActiveSet(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
+	n := h.start(t)
+	defer n.Close()
+	sess, run, err := n.Run(ctx, "planner", "Do three things.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, "cairn_active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := func() bool {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := kv.Get(ctx, run); errors.Is(err, jetstream.ErrKeyNotFound) {
+				return true
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return false
+	}
+	if !gone() {
+		t.Fatal("the finished run never left the active set")
+	}
+	if err := n.Adopt(ctx, sess, run); err != nil {
+		t.Fatal(err)
+	}
+	if !gone() {
+		t.Fatal("the finished run, put back in the active set, stayed there")
+	}
+	if st, _, err := n.Result(ctx, sess, run); err != nil || st != runtime.StatusCompleted {
+		t.Fatalf("run %s, %v; want it completed as before", st, err)
 	}
 }

@@ -740,7 +740,8 @@ func (n *Node) finished(msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
-// errEnded: the run was cancelled or failed; there is nothing to attempt.
+// errEnded: the run completed, was cancelled or failed; there is nothing
+// to attempt.
 var errEnded = errors.New("actors: run ended")
 
 // attempt runs one runtime.Run attempt of a run.
@@ -760,7 +761,14 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.Status == runtime.StatusCancelled || st.Status == runtime.StatusFailed {
+	if !st.Status.Active() {
+		// Nothing to attempt. A finished run still in the active set (its
+		// entry written again after its end purged it: a retried spawn
+		// racing the child's end, an Adopt of a finished run) leaves it
+		// now, or every sweep would wake it again.
+		if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
+			return nil, nil, err
+		}
 		return nil, nil, errEnded
 	}
 	a, ok := n.agents[rec.Agent]
