@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
@@ -34,14 +36,7 @@ func TestFinishedRunsLeaveTheActiveSet(t *testing.T) {
 	if err := old.Delete(ctx, "rOld"); err != nil { // an earlier build's delete marker
 		t.Fatal(err)
 	}
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(ctx, "planner", "Do three things.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	result(t, n, sess, run)
+	threeChildrenDone(t, nc)
 	kv, err := js.KeyValue(ctx, "cairn_active")
 	if err != nil {
 		t.Fatal(err)
@@ -87,14 +82,7 @@ func TestFinishedRunsLeaveTheActiveSet(t *testing.T) {
 func TestFinishedRunPutBackLeavesTheActiveSet(t *testing.T) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(ctx, "planner", "Do three things.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	result(t, n, sess, run)
+	n, sess, run := threeChildrenDone(t, nc)
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(ctx, "cairn_active")
 	if err != nil {
@@ -122,4 +110,12 @@ func TestFinishedRunPutBackLeavesTheActiveSet(t *testing.T) {
 	if st, _, err := n.Result(ctx, sess, run); err != nil || st != runtime.StatusCompleted {
 		t.Fatalf("run %s, %v; want it completed as before", st, err)
 	}
+}
+
+// threeChildrenDone starts a node on nc (closed when the test ends) and
+// runs a planner with three children to its completion.
+func threeChildrenDone(t *testing.T, nc *nats.Conn) (n *actors.Node, sess, run string) {
+	t.Helper()
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
+	return h.finish(t, "Do three things.")
 }

@@ -322,13 +322,7 @@ func TestForeignCallRefused(t *testing.T) {
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
 	}}
 	h := &harness{nc: nc, parent: parent, child: childModel{}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(context.Background(), "planner", "Poke.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	result(t, n, sess, run)
+	_, sess, run := h.finish(t, "Poke.")
 	msgs := history(t, nc, sess, run)
 	for _, id := range []string{"g", "x"} {
 		if r := runtimetest.ToolResult(msgs, id); !r.IsError || !strings.Contains(r.Content, "is not a child of this run") {
@@ -363,6 +357,20 @@ func budgetAcrossParentAndChildren(t *testing.T, gc cjs.GroupCommit) {
 	if got := int64(len(parent.Requests())) + childCalls.Load(); got != 4 {
 		t.Fatalf("%d model requests for 4 reserved steps", got)
 	}
+}
+
+// finish starts h's node (closed when the test ends) and runs the planner
+// on message to its completion.
+func (h *harness) finish(t *testing.T, message string) (n *actors.Node, sess, run string) {
+	t.Helper()
+	n = h.start(t)
+	t.Cleanup(n.Close)
+	sess, run, err := n.Run(context.Background(), "planner", message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	return n, sess, run
 }
 
 // runOutOfBudget starts h's node (closed when the test ends), runs the
@@ -545,30 +553,32 @@ func (c *continuer) Generate(ctx context.Context, req model.Request) (*model.Res
 func TestContinueCompletedChildSession(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	h := &harness{nc: nc, parent: &continuer{}, child: childModel{}, budget: runtime.Budget{Steps: 20}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(context.Background(), "planner", "Continue a child.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	result(t, n, sess, run)
-	msgs := history(t, nc, sess, run)
-	wr := waitResult(t, msgs, "w")
-	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
-		t.Fatalf("continuation = %+v", wr)
-	}
-	first := waitResult(t, msgs, "w1").Calls[0]
-	if wr.Calls[0].SessionID != first.SessionID || wr.Calls[0].RunID == first.RunID {
-		t.Fatalf("continuation ran in session %s run %s; the first in %s run %s", wr.Calls[0].SessionID, wr.Calls[0].RunID, first.SessionID, first.RunID)
-	}
+	n, sess, run := h.finish(t, "Continue a child.")
+	cont := continued(t, history(t, nc, sess, run))
 	// The continuation saw the first run's transcript and its own prompt.
-	if got := string(wr.Calls[0].Reply.Output); !strings.Contains(got, `{\"n\":7}`) || !strings.Contains(got, "and one more thing") {
+	if got := string(cont.Reply.Output); !strings.Contains(got, `{\"n\":7}`) || !strings.Contains(got, "and one more thing") {
 		t.Fatalf("continuation reply %s", got)
 	}
 	steps, _, _, _ := n.Usage(context.Background(), run)
 	if steps != 7 { // 5 parent steps + 2 child runs, one budget
 		t.Fatalf("root budget used %d steps, want 7", steps)
 	}
+}
+
+// continued checks, in the transcript of a continuer's run, that its wait
+// "w" saw the continuation completed, a run of its own in the session of
+// the first child (waited on by "w1"), and returns the continuation.
+func continued(t *testing.T, msgs []model.Message) runtime.CallInfo {
+	t.Helper()
+	wr := waitResult(t, msgs, "w")
+	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
+		t.Fatalf("wait on the continuation = %+v", wr)
+	}
+	first := waitResult(t, msgs, "w1").Calls[0]
+	if wr.Calls[0].SessionID != first.SessionID || wr.Calls[0].RunID == first.RunID {
+		t.Fatalf("continuation ran in session %s run %s; the first in %s run %s", wr.Calls[0].SessionID, wr.Calls[0].RunID, first.SessionID, first.RunID)
+	}
+	return wr.Calls[0]
 }
 
 // flaky fails its first request after the reservation was made: a crash
@@ -731,33 +741,19 @@ func TestContinueRetryRecordsTheChild(t *testing.T) {
 		// The failed attempt's log record restores the bucket before its
 		// retry is scheduled.
 		log: onLog{msg: "attempt failed", errText: "track child", once: &once, fn: func() { restore(); close(restored) }}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(context.Background(), "planner", "Continue a child.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	result(t, n, sess, run)
+	_, sess, run := h.finish(t, "Continue a child.")
 	select {
 	case <-restored:
 	default:
 		t.Fatal("the children bucket never refused the continuation's record: the test did not test the retry")
 	}
-	msgs := history(t, nc, sess, run)
-	wr := waitResult(t, msgs, "w")
-	if len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
-		t.Fatalf("wait on the retried continuation = %+v", wr)
-	}
 	// One continuation run in the child's session, completed once.
-	first := waitResult(t, msgs, "w1").Calls[0]
-	if wr.Calls[0].SessionID != first.SessionID || wr.Calls[0].RunID == first.RunID {
-		t.Fatalf("continuation ran in session %s run %s; the first in %s run %s", wr.Calls[0].SessionID, wr.Calls[0].RunID, first.SessionID, first.RunID)
-	}
+	cont := continued(t, history(t, nc, sess, run))
 	js, err := njs.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := events.CheckpointSubject(wr.Calls[0].SessionID, wr.Calls[0].RunID, true)
+	done := events.CheckpointSubject(cont.SessionID, cont.RunID, true)
 	stream, err := js.Stream(context.Background(), "CAIRN")
 	if err != nil {
 		t.Fatal(err)
@@ -999,13 +995,7 @@ func TestNewRunNotYetInTheActiveSetRuns(t *testing.T) {
 		steps = append(steps, model.Reply(model.Call(fmt.Sprintf("done%d", i), "complete", `{"type":"needs_input","question":"and?"}`)))
 	}
 	h := &harness{nc: nc, parent: &model.Scripted{Steps: steps}, child: childModel{}}
-	n := h.start(t)
-	defer n.Close()
-	sess, run, err := n.Run(context.Background(), "planner", "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	result(t, n, sess, run)
+	n, sess, _ := h.finish(t, "first")
 	refuse, restore := bucketRefuse(t, nc, "cairn_active")
 	refuse()
 	run2, err := n.Continue(context.Background(), sess, "second")
