@@ -243,12 +243,8 @@ func (n *Node) run(m *member) {
 		expelled = e.Expelled()
 	}
 	var tick <-chan time.Time
-	if cc := n.cfg.Cluster; cc != nil {
-		every := cc.SweepInterval
-		if every == 0 {
-			every = 30 * time.Second
-		}
-		t := time.NewTicker(every)
+	if n.cfg.Cluster != nil {
+		t := time.NewTicker(n.sweepInterval())
 		defer t.Stop()
 		tick = t.C
 	}
@@ -313,10 +309,19 @@ func (n *Node) rejoin(old *member) {
 	}
 }
 
+// sweepInterval is how often a member of a cluster sweeps.
+func (n *Node) sweepInterval() time.Duration {
+	if cc := n.cfg.Cluster; cc != nil && cc.SweepInterval > 0 {
+		return cc.SweepInterval
+	}
+	return 30 * time.Second
+}
+
 // sweep wakes every active run this member owns (by rendezvous on the
 // current topology): all of them when full, else those that have no actor
 // here and whose lease holder is not a member (runs of a member that died,
-// or of this node before a restart). A run that has no lease
+// or of this node before a restart) or is another member that has held it
+// for two sweeps (a handoff that did not arrive). A run that has no lease
 // yet was created but never activated; it is woken by the member's first
 // sweep, and later ones once it is older than a wake takes to arrive (its
 // creator may have died before waking it).
@@ -369,14 +374,27 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		if here {
 			continue
 		}
+		lease, err := n.log.last(ctx, events.RunLease(a.session, a.run))
 		var l events.Lease
-		found, err := n.log.lastPayload(ctx, events.RunLease(a.session, a.run), &l)
+		if err == nil && lease != nil {
+			var e events.Envelope
+			if e, err = events.Decode(lease.Data); err == nil {
+				err = e.Payload(&l)
+			}
+		}
 		if err != nil {
 			n.logger.Debug("actors: sweep: read lease", "run", a.run, "err", err)
 			continue
 		}
-		if found && live[l.Holder] {
-			continue // its owner lives; its next message finds it
+		found := lease != nil
+		// Its holder lives: its next message finds it. Unless the holder is
+		// another member and has held it for two sweeps: this member owns
+		// the run and does not run it, so the other took it while the
+		// topology moved, and the run's handoff did not arrive (its actor
+		// there stopped, fenced out or moved, with no wake for the owner).
+		// Nothing else would wake it.
+		if found && live[l.Holder] && (l.Holder == m.id || time.Since(lease.Time) < 2*n.sweepInterval()) {
+			continue
 		}
 		if !found && !first {
 			created, err := n.log.last(ctx, events.RunCreatedSubject(a.session, a.run))

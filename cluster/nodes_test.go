@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
@@ -270,4 +271,52 @@ func TestExpiredMemberIsFencedOutAndRejoins(t *testing.T) {
 	waitRoots(t, n1, roots)
 	checkLog(t, js, 27)
 	t.Logf("runs on n3 taken over: %d; stale attempts fenced out on n3: %d", len(onN3), n3.fenced.Load())
+}
+
+// A run whose latest lease another live member holds, and which no member
+// runs, is taken back by its owner's sweep once that lease is two sweeps
+// old. Here a store holding another member's name opens a worker run
+// mid-attempt, as a member with a stale view of the topology does: the
+// owner's attempt is fenced out at its next commit, and nothing else
+// would ever wake the run again (it is not parked: no child's completion
+// is coming for it).
+func TestForeignLeaseTakenBackBySweep(t *testing.T) {
+	gate := make(chan struct{})
+	calls := &atomic.Int64{}
+	nc, js, nodes := startNodes(t, worker{gate: gate, calls: calls})
+	roots := startRoots(t, nodes[0], 1)
+	eventually(t, "both workers waiting in their model", func() bool { return calls.Load() >= 2 })
+	ctx := context.Background()
+	rep, err := clustertest.Check(ctx, js, "CAIRN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *clustertest.Run
+	for id, r := range rep.Runs {
+		if id != roots[0].run && len(r.Leases) > 0 {
+			w = r
+			break
+		}
+	}
+	if w == nil {
+		t.Fatal("no worker run with a lease")
+	}
+	holder := w.Leases[len(w.Leases)-1].Holder
+	var other string
+	for _, n := range nodes {
+		if id := n.MemberID(); id != holder {
+			other = id
+			break
+		}
+	}
+	s, err := cjs.New(ctx, nc, cjs.Config{Holder: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open(ctx, w.SessionID, w.RunID); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	waitRoots(t, nodes[0], roots)
+	checkLog(t, js, 3)
 }
