@@ -24,11 +24,12 @@
 //     it only when the parent accepted it. The parent re-runs an attempt,
 //     whose Wait reads the children's durable state.
 //  5. A member wakes every active run it owns (by identity, on the current
-//     topology) whose lease holder is not a member: at start, when a member
-//     leaves, and every SweepInterval in a cluster. A run of a dead member
-//     thus resumes on a survivor from its last commit, with a
-//     RecoveryNotice. A run actor moved away by a topology change while it
-//     had work hands it to the new owner.
+//     topology) whose lease holder is not a member, or is another member
+//     that has held it for two sweep intervals without running it here: at
+//     start, when a member leaves, and every SweepInterval in a cluster. A
+//     run of a dead member thus resumes on a survivor from its last commit,
+//     with a RecoveryNotice. A run actor moved away by a topology change
+//     while it had work hands it to the new owner.
 //
 // Budgets live in a JetStream KV bucket per root run, updated with
 // compare-and-set: steps reserved before every model request, tokens
