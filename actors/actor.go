@@ -45,9 +45,12 @@ type runActor struct {
 	// untracked: the API created the run but could not put it in the
 	// active set; attempts put it there first, until one has.
 	untracked bool
-	cancel    context.CancelFunc
-	timer     *time.Timer
-	retries   int
+	// ending: the end of the failed run is being written; the actor
+	// stays (it does not passivate) until it is.
+	ending  bool
+	cancel  context.CancelFunc
+	timer   *time.Timer
+	retries int
 	// store is the last attempt's handle while the run is parked and the
 	// actor live: the next attempt (a child finished, a deadline) starts
 	// from it without a new lease. Dropped on any other outcome and with
@@ -99,11 +102,12 @@ func (a *runActor) Receive(ctx actor.Context) {
 		a.done = true
 		ctx.Stop(ctx.Self())
 	case *actor.ReceiveTimeout:
-		if !a.running && a.timer == nil {
+		if !a.running && a.timer == nil && !a.ending {
 			ctx.Stop(ctx.Self()) // passivate: the run's state is in the log
 			return
 		}
-		// Busy (an attempt longer than the idle timeout, a retry waiting):
+		// Busy (an attempt longer than the idle timeout, a retry waiting,
+		// the end of a failed run being written):
 		// protoactor-go cancels the receive timeout when it fires, so it
 		// must be armed again, or the actor would never passivate and a run
 		// that parks after a long model call would stay in memory for good.
@@ -126,7 +130,11 @@ func (a *runActor) Receive(ctx actor.Context) {
 			a.n.mu.Unlock()
 			if !closed {
 				a.n.logger.Info("actors: run moved to another member; handing it over", "run", a.run, "member", a.m.id)
-				a.n.wake(a.session, a.run, "moved")
+				reason := "moved"
+				if a.untracked { // the next owner must put it in the active set first too
+					reason = reasonUntracked
+				}
+				a.n.wake(a.session, a.run, reason)
 			}
 		}
 	case *actor.Stopped:
@@ -234,7 +242,7 @@ func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
 		ctx.Stop(self)
 	case permanent(err) || a.retries >= a.n.cfg.MaxRetries:
 		a.n.logger.Warn("actors: run failed", "run", a.run, "err", err)
-		a.done = true
+		a.done, a.ending = true, true
 		n, mctx, session, run := a.n, a.m.ctx, a.session, a.run
 		go func() {
 			n.endFailed(mctx, session, run, err.Error())
@@ -294,8 +302,12 @@ func (a *runActor) armDeadline(wait string) {
 		}
 	}
 	if err != nil {
+		// Real time, as the deadline timers run on; the wait's deadline if
+		// it was read and is sooner.
 		a.n.logger.Warn("actors: read the deadlines of a parked run; reading them again shortly", "run", a.run, "err", err)
-		dl = a.n.now().Add(deadlineRetry)
+		if retry := time.Now().Add(deadlineRetry); dl.IsZero() || retry.Before(dl) {
+			dl = retry
+		}
 	}
 	if !dl.IsZero() {
 		a.n.wakeAt(a.session, a.run, dl)

@@ -134,8 +134,16 @@ func (c *controller) adopt(ctx context.Context, rec events.Run) (runtime.AgentRu
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
-	if st.Status == runtime.StatusRunning {
+	switch {
+	case st.Status == runtime.StatusRunning:
 		c.n.wake(rec.SessionID, rec.RunID, "spawned")
+	case !st.Status.Active():
+		// The child ended while track read it running: track's write to
+		// the active set may have landed after the end's purge. Purged
+		// again here, after that write, the set keeps no finished run.
+		if err := c.n.activeW.purge(ctx, rec.RunID, activeMarkerTTL, 0); err != nil {
+			return runtime.AgentRunInfo{}, err
+		}
 	}
 	return runtime.AgentRunInfo{CallID: rec.ParentCallID, RunID: rec.RunID, SessionID: rec.SessionID, Agent: rec.Agent, Status: st.Status}, nil
 }

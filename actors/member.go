@@ -43,7 +43,9 @@ type ClusterConfig struct {
 	Name string
 	// SweepInterval is how often the member also wakes, between topology
 	// changes, the active runs it owns whose lease holder is no longer a
-	// member (a wake that was lost); zero means 30s.
+	// member (a wake that was lost), or is another member that has held it
+	// for two intervals without it running here (a handoff that did not
+	// arrive); zero means 30s.
 	SweepInterval time.Duration
 }
 

@@ -379,6 +379,8 @@ func (n *Node) RunAs(ctx context.Context, owner, agent, message string) (session
 	sessionID, runID = newID("s"), newID("r")
 	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID, Owner: owner,
 		Budget: n.ledger.budgetOf(a.Budget)}
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	if _, err := n.log.createRun(ctx, rec, 0); err != nil {
 		return "", "", err
 	}
@@ -386,22 +388,30 @@ func (n *Node) RunAs(ctx context.Context, owner, agent, message string) (session
 	return sessionID, runID, nil
 }
 
+// detached is the context of a run's creation and bookkeeping, from the
+// record's write on: a caller that goes away (an HTTP or MCP client whose
+// request is cancelled) must not stop it half done, with the record
+// written and the run neither woken nor in the active set. It keeps the
+// caller's values and is bounded by beginTimeout.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), beginTimeout)
+}
+
 // reasonUntracked wakes a run the API created but could not put in the
 // active set: its attempts put it there before anything else.
 const reasonUntracked = "started, not yet in the active set"
 
-// beginTimeout bounds the bookkeeping of a run the API just created.
+// beginTimeout bounds the creation and bookkeeping of a run the API
+// starts.
 const beginTimeout = 30 * time.Second
 
-// begin puts a run the API just created in the active set and wakes it.
-// The run exists from its record on, so this does not depend on the
-// caller: a client that went away (its context cancelled) must not leave a
-// run that is never woken and holds its session for good. When the active
-// set cannot be written, the run is woken anyway and its first attempt
-// writes it first (an attempt that cannot is retried).
+// begin puts a run the API just created in the active set and wakes it,
+// on ctx from detached. When the active set cannot be written, the run is
+// woken anyway and its attempts put it there before anything else: an
+// attempt that cannot fails and is retried, and a run whose retries run
+// out (MaxRetries) fails with its end written, rather than stay unknown to
+// every sweep.
 func (n *Node) begin(ctx context.Context, sessionID, runID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), beginTimeout)
-	defer cancel()
 	reason := "started"
 	if err := n.markActive(ctx, sessionID, runID); err != nil {
 		n.logger.Warn("actors: a new run is not in the active set yet; its first attempt puts it there", "run", runID, "err", err)
@@ -453,6 +463,8 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 	runID = newID("r")
 	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: latest.Agent, Message: message, RootRunID: runID, Continues: latest.RunID, Owner: latest.Owner,
 		Budget: n.ledger.budgetOf(a.Budget)}
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	if _, err := n.log.createRun(ctx, rec, last.Sequence); err != nil {
 		if errors.Is(err, runtime.ErrConflict) {
 			return "", fmt.Errorf("%w: session %s moved on; try again", ErrBusy, sessionID)
@@ -763,10 +775,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		return nil, nil, err
 	}
 	if !st.Status.Active() {
-		// Nothing to attempt. A finished run still in the active set (its
-		// entry written again after its end purged it: a retried spawn
-		// racing the child's end, an Adopt of a finished run) leaves it
-		// now, or every sweep would wake it again.
+		// Nothing to attempt. A finished run still in the active set (an
+		// Adopt of a finished run wrote it again; a full sweep woke it)
+		// leaves it now.
 		if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
 			return nil, nil, err
 		}
