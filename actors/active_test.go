@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
@@ -118,4 +121,64 @@ func threeChildrenDone(t *testing.T, nc *nats.Conn) (n *actors.Node, sess, run s
 	t.Helper()
 	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
 	return h.finish(t, "Do three things.")
+}
+
+// A child that ends between track reading it running and track putting
+// it in the active set (its end's purge lands first, track's write after)
+// is taken out of the set again by the spawn, which finds it ended: a
+// finished run never stays in the set, where only a full sweep or a
+// restart would find it. The hook cancels the child at that moment and
+// waits for its purge.
+func TestChildEndingWhileTrackedLeavesTheActiveSet(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	js, _ := jetstream.New(nc)
+	var n *actors.Node
+	var child atomic.Value // string
+	var once sync.Once
+	clear := actors.SetTrackedHook(func(sess, run string) {
+		once.Do(func() {
+			child.Store(run)
+			if _, err := n.Cancel(ctx, sess, run, "ended while tracked"); err != nil {
+				t.Error(err)
+				return
+			}
+			kv, err := js.KeyValue(ctx, "cairn_active")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if _, err := kv.Get(ctx, run); errors.Is(err, jetstream.ErrKeyNotFound) {
+					return // the end's purge landed; track's write comes next
+				}
+			}
+			t.Error("the cancelled child's end never purged its key")
+		})
+	})
+	defer clear()
+	parent := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
+	}}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}}
+	n = h.start(t)
+	t.Cleanup(n.Close)
+	sess, run, err := n.Run(ctx, "planner", "Spawn one.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n, sess, run)
+	c, _ := child.Load().(string)
+	if c == "" {
+		t.Fatal("track never read a child running")
+	}
+	kv, err := js.KeyValue(ctx, "cairn_active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, c); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the child that ended while tracked is still in the active set: %v %v", e, err)
+	}
 }

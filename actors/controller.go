@@ -333,8 +333,12 @@ func (r rejection) Error() string { return r.msg }
 func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
 
 // Test hooks (nil outside tests; set before a node starts): a wait has
-// read its children; a wake reached a run whose attempt is running.
-var testHookWaitRead, testHookPending func(runID string)
+// read its children; a wake reached a run whose attempt is running; track
+// read a child running and is about to put it in the active set.
+var (
+	testHookWaitRead, testHookPending func(runID string)
+	testHookTracked                   func(sessionID, runID string)
+)
 
 // classify makes every controller error but a rejection (and a wait that
 // parks) stop the attempt instead of reaching the model as a tool error: a

@@ -8,3 +8,11 @@ func SetTestHooks(waitRead, pending func(runID string)) (clear func()) {
 	testHookWaitRead, testHookPending = waitRead, pending
 	return func() { testHookWaitRead, testHookPending = nil, nil }
 }
+
+// SetTrackedHook sets the hook track calls when it has read a child
+// running and is about to put it in the active set; the returned function
+// clears it.
+func SetTrackedHook(f func(sessionID, runID string)) (clear func()) {
+	testHookTracked = f
+	return func() { testHookTracked = nil }
+}

@@ -594,6 +594,9 @@ func (n *Node) track(ctx context.Context, key string, ch child) error {
 	if err != nil || !st.Status.Active() {
 		return err
 	}
+	if testHookTracked != nil {
+		testHookTracked(ch.SessionID, ch.RunID)
+	}
 	return n.markActive(ctx, ch.SessionID, ch.RunID)
 }
 
