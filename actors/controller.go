@@ -141,7 +141,7 @@ func (c *controller) adopt(ctx context.Context, rec events.Run) (runtime.AgentRu
 		// The child ended while track read it running: track's write to
 		// the active set may have landed after the end's purge. Purged
 		// again here, after that write, the set keeps no finished run.
-		if err := c.n.activeW.purge(ctx, rec.RunID, activeMarkerTTL, 0); err != nil {
+		if err := c.n.leaveActive(ctx, rec.RunID); err != nil {
 			return runtime.AgentRunInfo{}, err
 		}
 	}

@@ -376,14 +376,8 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		if here {
 			continue
 		}
-		lease, err := n.log.last(ctx, events.RunLease(a.session, a.run))
 		var l events.Lease
-		if err == nil && lease != nil {
-			var e events.Envelope
-			if e, err = events.Decode(lease.Data); err == nil {
-				err = e.Payload(&l)
-			}
-		}
+		lease, err := n.log.lastDecoded(ctx, events.RunLease(a.session, a.run), &l)
 		if err != nil {
 			n.logger.Debug("actors: sweep: read lease", "run", a.run, "err", err)
 			continue

@@ -584,6 +584,15 @@ func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
 	return nil
 }
 
+// leaveActive takes a finished run out of the active set: a purge marker
+// that expires (activeMarkerTTL).
+func (n *Node) leaveActive(ctx context.Context, runID string) error {
+	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
+		return fmt.Errorf("actors: take %s out of the active set: %w", runID, err)
+	}
+	return nil
+}
+
 // track records a child of a run and marks the child active.
 func (n *Node) track(ctx context.Context, key string, ch child) error {
 	v, _ := json.Marshal(ch)
@@ -749,7 +758,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 			return
 		}
 	}
-	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
+	if err := n.leaveActive(ctx, runID); err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
@@ -781,7 +790,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		// Nothing to attempt. A finished run still in the active set (an
 		// Adopt of a finished run wrote it again; a full sweep woke it)
 		// leaves it now.
-		if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
+		if err := n.leaveActive(ctx, runID); err != nil {
 			return nil, nil, err
 		}
 		return nil, nil, errEnded

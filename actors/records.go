@@ -62,15 +62,22 @@ func (l *log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg
 // lastPayload decodes the payload of the last event on subject into v. It
 // reports whether there was one.
 func (l *log) lastPayload(ctx context.Context, subject string, v any) (bool, error) {
+	m, err := l.lastDecoded(ctx, subject, v)
+	return m != nil, err
+}
+
+// lastDecoded is lastPayload returning the message too (nil when there is
+// none), for its time.
+func (l *log) lastDecoded(ctx context.Context, subject string, v any) (*jetstream.RawStreamMsg, error) {
 	m, err := l.last(ctx, subject)
 	if err != nil || m == nil {
-		return false, err
+		return nil, err
 	}
 	e, err := events.Decode(m.Data)
 	if err != nil {
-		return false, fmt.Errorf("actors: %s seq %d: %w", subject, m.Sequence, err)
+		return nil, fmt.Errorf("actors: %s seq %d: %w", subject, m.Sequence, err)
 	}
-	return true, e.Payload(v)
+	return m, e.Payload(v)
 }
 
 // publish writes one event fenced against its session's last sequence.
