@@ -66,7 +66,7 @@ const keepStoreBytes = 16 << 10
 
 // reasonReopen: an attempt from a kept handle was fenced out; the next
 // one opens the run afresh.
-const reasonReopen = "kept store handle stale"
+const reasonReopen = "reopen"
 
 // shedder is a store handle that can drop its caches to be kept.
 type shedder interface{ Shed() int }
@@ -78,7 +78,7 @@ func (a *runActor) Receive(ctx actor.Context) {
 		a.m.setLocal(m.Identity.Identity, true)
 		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
 	case *actorspb.Wake:
-		a.wake(ctx, m.Reason)
+		a.wake(ctx, fromWire(m.Reason).String())
 		respond(ctx)
 	case *actorspb.ChildFinished:
 		a.wake(ctx, "child finished")

@@ -58,7 +58,7 @@ func (n *Node) wakeWorker() {
 		q.queue[0] = wakeReq{}
 		q.queue = q.queue[1:]
 		q.mu.Unlock()
-		n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: r.reason})
+		n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: wireReason(reasonOf(r.reason))})
 	}
 }
 

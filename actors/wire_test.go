@@ -14,7 +14,7 @@ import (
 // serializes with the default (protobuf) serializer and comes back equal.
 func TestMessagesCrossMembers(t *testing.T) {
 	for _, msg := range []proto.Message{
-		&actorspb.Wake{SessionId: "s1", RunId: "r1", Reason: "recovered"},
+		&actorspb.Wake{SessionId: "s1", RunId: "r1", Reason: actorspb.WakeReason_WAKE_REASON_RECOVERED},
 		&actorspb.ChildFinished{SessionId: "s1", RunId: "r1", ChildSessionId: "s2", ChildRunId: "r2", CallId: "call_1", Status: "completed"},
 		&actorspb.Stop{SessionId: "s1", RunId: "r1", Reason: "cancelled"},
 		&actorspb.Ack{Ok: true, Error: ""},

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Generates messages.pb.go with protoc (Debian's protobuf-compiler, 3.21.12)
+# and the protoc-gen-go of the protobuf module go.mod pins, built from the
+# module cache: the generated code matches the runtime it runs against.
+set -eu
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go
+protoc --plugin=protoc-gen-go="$bin/protoc-gen-go" --go_out=. --go_opt=paths=source_relative messages.proto
