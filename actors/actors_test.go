@@ -982,35 +982,6 @@ func streamRefuse(t *testing.T, nc *nats.Conn, stream string) (refuse, restore f
 	return func() { set(true) }, func() { set(false) }
 }
 
-// C18, C28: a run the API created but could not put in the active set
-// (the bucket refused; a client gone away did the same before) is still
-// woken: its first attempts put it there first, and it completes, leaving
-// its session free for the next continuation.
-func TestNewRunNotYetInTheActiveSetRuns(t *testing.T) {
-	nc := natstest.Connect(t, natstest.Server(t))
-	// The session's window grows by a response per run: the script's step
-	// is the run's place in the session.
-	var steps []model.Response
-	for i := range 3 {
-		steps = append(steps, model.Reply(model.Call(fmt.Sprintf("done%d", i), "complete", `{"type":"needs_input","question":"and?"}`)))
-	}
-	h := &harness{nc: nc, parent: &model.Scripted{Steps: steps}, child: childModel{}}
-	n, sess, _ := h.finish(t, "first")
-	refuse, restore := bucketRefuse(t, nc, "cairn_active")
-	refuse()
-	run2, err := n.Continue(context.Background(), sess, "second")
-	if err != nil {
-		t.Fatalf("continue with the active set refusing writes: %v; want the run started", err)
-	}
-	restore()
-	result(t, n, sess, run2)
-	run3, err := n.Continue(context.Background(), sess, "third")
-	if err != nil {
-		t.Fatalf("the next continuation: %v", err)
-	}
-	result(t, n, sess, run3)
-}
-
 // A run that fails (here on its budget) while the log refuses writes gets
 // its end written once the log takes writes again: it never stays
 // "running" for good, with its caller waiting on it.

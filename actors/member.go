@@ -326,7 +326,10 @@ func (n *Node) sweepInterval() time.Duration {
 // for two sweeps (a handoff that did not arrive). A run that has no lease
 // yet was created but never activated; it is woken by the member's first
 // sweep, and later ones once it is older than a wake takes to arrive (its
-// creator may have died before waking it).
+// creator may have died before waking it). A run in the set with no record
+// (its start died between admitting it and writing the record) is not
+// woken: its entry is removed once older than admitGrace, with nothing
+// written to the log.
 func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	m.mu.Lock()
 	members := make(cluster.Members, 0, len(m.members))
@@ -392,9 +395,22 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		if found && live[l.Holder] && (l.Holder == m.id || time.Since(lease.Time) < 2*n.sweepInterval()) {
 			continue
 		}
-		if !found && !first {
+		if !found {
 			created, err := n.log.last(ctx, events.RunCreatedSubject(a.session, a.run))
-			if err != nil || (created != nil && time.Since(created.Time) < unleasedGrace) {
+			if err != nil {
+				continue
+			}
+			if created == nil {
+				// Admitted with no record (yet): nothing to attempt, and
+				// nothing to write. Its entry goes once older than
+				// admitGrace (admission.go); a client's retry may write the
+				// record before that.
+				if _, _, err := n.settleUnrecorded(ctx, a.session, a.run); err != nil {
+					n.logger.Debug("actors: sweep: a run with no record", "run", a.run, "err", err)
+				}
+				continue
+			}
+			if !first && time.Since(created.Time) < unleasedGrace {
 				continue // its wake is most likely on its way
 			}
 		}

@@ -106,6 +106,17 @@ type Config struct {
 	// runs this node as a cluster of one (protoactor-go's in-memory test
 	// provider). Store.Holder is set per member (its ID).
 	Cluster *ClusterConfig
+	// Hooks are called at fixed points of the node's work, for tests that
+	// need an interleaving to happen every time; the zero value calls none.
+	Hooks Hooks
+}
+
+// Hooks are test hooks of a Node; a nil hook is not called.
+type Hooks struct {
+	// Admitted is called when a run the API starts is in the active set
+	// and its record is not written yet; an error fails the start there,
+	// as a crash at that point would (the entry stays, no record).
+	Admitted func(sessionID, runID string) error
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
@@ -140,10 +151,12 @@ type Node struct {
 
 	mu sync.Mutex
 	// member is this node's current incarnation in the cluster; it
-	// changes only when the member is expelled and joins again.
-	member   *member
-	watchers map[string][]chan struct{}
-	closed   bool
+	// changes only when the member is expelled and joins again. It is nil
+	// until Start has a member: memberSet is closed then.
+	member    *member
+	memberSet chan struct{}
+	watchers  map[string][]chan struct{}
+	closed    bool
 	// drain is closed by Close: attempts stop at their next commit boundary.
 	drain    chan struct{}
 	attempts sync.WaitGroup
@@ -180,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
-		watchers: map[string][]chan struct{}{}, drain: make(chan struct{})}
+		watchers: map[string][]chan struct{}{}, drain: make(chan struct{}), memberSet: make(chan struct{})}
 	// Real time, not cfg.Now: a deadline is a timer's business.
 	n.deadlines = newDeadlines(time.Now, func(sessionID, runID string) {
 		n.mu.Lock()
@@ -284,10 +297,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	m, err := n.startMember(ctx)
 	if err != nil {
+		n.abandon()
 		return nil, err
 	}
-	n.member = m
+	n.setMember(m)
 	if err := n.startConsumer(ctx, stream); err != nil {
+		n.abandon()
 		n.shutdown()
 		return nil, err
 	}
@@ -295,11 +310,54 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// current is the node's current member.
+// current is the node's current member; nil before Start has one.
 func (n *Node) current() *member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.member
+}
+
+// setMember makes m the node's member; the first one releases the
+// requests that waited for it (awaitMember).
+func (n *Node) setMember(m *member) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.member = m
+	select {
+	case <-n.memberSet:
+	default:
+		close(n.memberSet)
+	}
+}
+
+// abandon closes a node whose Start failed: nothing will call Close, and
+// requests waiting for a member (awaitMember) give up.
+func (n *Node) abandon() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed {
+		n.closed = true
+		close(n.drain)
+	}
+}
+
+// awaitMember returns the node's member, waiting for Start to set it: the
+// member's actors run, and send requests and wakes, before Start has
+// returned (another member activates a run here as soon as this member is
+// in the topology). It returns nil when the node closes first.
+func (n *Node) awaitMember() *member {
+	n.mu.Lock()
+	m, set := n.member, n.memberSet
+	n.mu.Unlock()
+	if m != nil {
+		return m
+	}
+	select {
+	case <-set:
+		return n.current()
+	case <-n.drain:
+		return nil
+	}
 }
 
 // LiveRuns is the number of run actors live on this node: runs in an
@@ -367,64 +425,40 @@ func (n *Node) Run(ctx context.Context, agent, message string) (sessionID, runID
 	return n.RunAs(ctx, "", agent, message)
 }
 
-// RunAs starts a root run owned by owner (an API principal).
+// RunAs starts a root run owned by owner (an API principal): StartRun with
+// no idempotency key.
 func (n *Node) RunAs(ctx context.Context, owner, agent, message string) (sessionID, runID string, err error) {
-	a, ok := n.agents[agent]
-	if !ok {
-		return "", "", fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, agent)
-	}
-	if strings.TrimSpace(message) == "" {
-		return "", "", fmt.Errorf("%w: a run needs a nonempty message", ErrInvalid)
-	}
-	sessionID, runID = newID("s"), newID("r")
-	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: agent, Message: message, RootRunID: runID, Owner: owner,
-		Budget: n.ledger.budgetOf(a.Budget)}
-	ctx, cancel := detached(ctx)
-	defer cancel()
-	if _, err := n.log.createRun(ctx, rec, 0); err != nil {
-		return "", "", err
-	}
-	n.begin(ctx, sessionID, runID)
-	return sessionID, runID, nil
+	s, err := n.StartRun(ctx, StartRequest{Owner: owner, Agent: agent, Message: message})
+	return s.SessionID, s.RunID, err
 }
 
 // detached is the context of a run's creation and bookkeeping, from the
-// record's write on: a caller that goes away (an HTTP or MCP client whose
-// request is cancelled) must not stop it half done, with the record
-// written and the run neither woken nor in the active set. It keeps the
-// caller's values and is bounded by beginTimeout.
+// active set's write on: a caller that goes away (an HTTP or MCP client
+// whose request is cancelled) must not stop it half done, with the run in
+// the active set and its record not written. It keeps the caller's values
+// and is bounded by beginTimeout.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), beginTimeout)
 }
 
-// reasonUntracked wakes a run the API created but could not put in the
-// active set: its attempts put it there before anything else.
+// reasonUntracked was the wake of a run the API created but could not put
+// in the active set; admission now refuses such a run (admit), and
+// nothing sends it. Kept for the actor's code, which still reads it.
 const reasonUntracked = "started, not yet in the active set"
 
 // beginTimeout bounds the creation and bookkeeping of a run the API
 // starts.
 const beginTimeout = 30 * time.Second
 
-// begin puts a run the API just created in the active set and wakes it,
-// on ctx from detached. When the active set cannot be written, the run is
-// woken anyway and its attempts put it there before anything else: an
-// attempt that cannot fails and is retried, and a run whose retries run
-// out (MaxRetries) fails with its end written, rather than stay unknown to
-// every sweep.
-func (n *Node) begin(ctx context.Context, sessionID, runID string) {
-	reason := "started"
-	if err := n.markActive(ctx, sessionID, runID); err != nil {
-		n.logger.Warn("actors: a new run is not in the active set yet; its first attempt puts it there", "run", runID, "err", err)
-		reason = reasonUntracked
-	}
-	n.wake(sessionID, runID, reason)
-}
-
 // Errors of the node's API.
 var (
 	ErrNotFound = errors.New("actors: not found")
 	ErrInvalid  = errors.New("actors: invalid request")
 	ErrBusy     = errors.New("actors: session busy")
+	// ErrUnavailable: the node cannot admit a run now (the active set
+	// refused it); nothing was written, and the same request may be tried
+	// again later.
+	ErrUnavailable = errors.New("actors: unavailable")
 )
 
 // Continue starts a new root run in the session of a completed root run,
@@ -465,13 +499,22 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 		Budget: n.ledger.budgetOf(a.Budget)}
 	ctx, cancel := detached(ctx)
 	defer cancel()
+	if err := n.admit(ctx, sessionID, runID); err != nil {
+		return "", err
+	}
 	if _, err := n.log.createRun(ctx, rec, last.Sequence); err != nil {
 		if errors.Is(err, runtime.ErrConflict) {
+			// Another continuation took the session: this run's record can
+			// never be written (its ID is new), so its entry goes now
+			// rather than after admitGrace.
+			if lerr := n.leaveActive(ctx, runID); lerr != nil {
+				n.logger.Warn("actors: a refused continuation stays in the active set until a sweep removes it", "run", runID, "err", lerr)
+			}
 			return "", fmt.Errorf("%w: session %s moved on; try again", ErrBusy, sessionID)
 		}
 		return "", err
 	}
-	n.begin(ctx, sessionID, runID)
+	n.wake(sessionID, runID, "started")
 	return runID, nil
 }
 
@@ -640,7 +683,11 @@ func identity(sessionID, runID string) string { return sessionID + "." + runID }
 func (n *Node) request(id string, msg any) bool {
 	delay := 50 * time.Millisecond
 	for attempt := 0; attempt < 12; attempt++ {
-		if m := n.current(); !m.isCurrent() {
+		m := n.awaitMember()
+		if m == nil { // closed before it had a member: the next owner wakes what is active
+			return false
+		}
+		if !m.isCurrent() {
 			// Possibly removed by the others already: its routing is not to
 			// be trusted (a message it delivered to itself would be lost
 			// with its actors). Wait until it is current or has rejoined.
@@ -652,7 +699,7 @@ func (n *Node) request(id string, msg any) bool {
 		// disthash's owner lookup waits out the whole timeout; protoactor
 		// drops the cached PID on a timeout, so the next try looks the
 		// owner up again (on the new topology once the member expired).
-		res, err := n.current().cluster.Request(id, runKind, msg, cluster.WithTimeout(3*time.Second))
+		res, err := m.cluster.Request(id, runKind, msg, cluster.WithTimeout(3*time.Second))
 		if ack, ok := res.(*actorspb.Ack); err == nil && ok && ack.Ok {
 			return true
 		}
@@ -780,7 +827,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		return nil, nil, err
 	}
 	if rec == nil {
-		return nil, nil, fmt.Errorf("%w: run %s has no record", errPermanent, runID)
+		// In the active set with no record: admitted by a start that has
+		// not written it yet, or never will (admission.go).
+		return nil, nil, n.unrecorded(ctx, sessionID, runID)
 	}
 	st, err := n.log.status(ctx, sessionID, runID)
 	if err != nil {
