@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -191,7 +192,7 @@ func (c clusterOptions) connectEmbedded(scfg jetstream.ServerConfig, o nodeOptio
 		nc.Close()
 		return nil, nil, err
 	}
-	release, err := c.bootLock(context.Background(), nc)
+	release, err := c.bootLock(context.Background(), nc, o.logger)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -203,15 +204,18 @@ func (c clusterOptions) connectEmbedded(scfg jetstream.ServerConfig, o nodeOptio
 // bootLock serializes the starts of the nodes: JetStream (2.15.3,
 // measured here) answers none of two concurrent creations of one stream
 // or bucket before the API timeout, and every node of a new cluster
-// creates the same ones at start. The lock is a fenced message on a small
-// stream (whose own creation is retried); a holder that died is ignored
-// after two minutes.
-func (c clusterOptions) bootLock(ctx context.Context, nc *nats.Conn) (func(), error) {
+// creates the same ones at start. The lock is the last message on a
+// subject of a small stream (whose own creation is retried), "held NAME"
+// or "free NAME", each write fenced on the one before. Its holder renews
+// it every bootRenew; a hold older than bootStale is taken over (its
+// holder died or hangs), and a node takes a hold in its own name at once
+// (an earlier incarnation of this node, killed while it started: a node's
+// name is stable across restarts and no two live nodes share one).
+func (c clusterOptions) bootLock(ctx context.Context, nc *nats.Conn, logger *slog.Logger) (func(), error) {
 	js, err := njs.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	const subject = "cairn_boot.lock"
 	deadline := time.Now().Add(5 * time.Minute)
 	var st njs.Stream
 	for {
@@ -227,36 +231,169 @@ func (c clusterOptions) bootLock(ctx context.Context, nc *nats.Conn) (func(), er
 		}
 		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 	}
+	l := &bootLock{js: js, st: st, name: c.name, now: time.Now, logger: logger}
+	if err := l.acquire(ctx, deadline); err != nil {
+		return nil, err
+	}
+	return l.release, nil
+}
+
+// Timing of the boot lock: how often its holder renews it, and how old a
+// hold is when another node takes it over. A takeover is safe whenever it
+// happens (the lock only spares JetStream concurrent creations; a wrong
+// one costs an API timeout and a retried start), so clocks that differ by
+// a few seconds between nodes (the hold's age compares the server's stamp
+// with this node's clock) only make it early or late.
+const (
+	bootRenew = 2 * time.Second
+	bootStale = 8 * time.Second
+)
+
+const bootSubject = "cairn_boot.lock"
+
+// bootLock is one node's hold on the boot lock.
+type bootLock struct {
+	js     njs.JetStream
+	st     njs.Stream
+	name   string
+	now    func() time.Time
+	logger *slog.Logger
+	// ticks, when set, paces the renewals instead of a bootRenew ticker;
+	// renewed, when set, is told of each renewal's outcome (tests).
+	ticks   <-chan time.Time
+	renewed func(error)
+
+	mu   sync.Mutex
+	seq  uint64 // the sequence of this node's last write of the lock
+	lost bool   // another node took the lock over
+	stop chan struct{}
+	done chan struct{}
+}
+
+// bootFree reports whether a node named name may take the lock whose last
+// message is last (nil: never taken) at now: it is free, or held in name's
+// own name, or held by another node that has not renewed it for bootStale.
+func bootFree(last *njs.RawStreamMsg, name string, now time.Time) bool {
+	if last == nil {
+		return true
+	}
+	holder, held := strings.CutPrefix(string(last.Data), "held ")
+	return !held || holder == name || now.Sub(last.Time) >= bootStale
+}
+
+// try takes the lock if it may (bootFree), fenced on the message it read;
+// it reports whether it holds it. Another node taking it at the same
+// moment makes it fail (false, nil).
+func (l *bootLock) try(ctx context.Context) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	last, err := l.st.GetLastMsgForSubject(cctx, bootSubject)
+	if errors.Is(err, njs.ErrMsgNotFound) {
+		last, err = nil, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("boot lock: read: %w", err)
+	}
+	if !bootFree(last, l.name, l.now()) {
+		return false, nil
+	}
+	var expect uint64
+	if last != nil {
+		expect = last.Sequence
+	}
+	ack, err := l.js.Publish(cctx, bootSubject, []byte("held "+l.name), njs.WithExpectLastSequencePerSubject(expect))
+	if err != nil {
+		var apiErr *njs.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == njs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164) {
+			return false, nil // another node got in first
+		}
+		return false, fmt.Errorf("boot lock: take: %w", err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	l.mu.Lock()
+	l.seq, l.lost, l.stop, l.done = ack.Sequence, false, stop, done
+	l.mu.Unlock()
+	go l.renew(stop, done)
+	return true, nil
+}
+
+// acquire tries until it holds the lock, or until deadline.
+func (l *bootLock) acquire(ctx context.Context, deadline time.Time) error {
 	for {
-		var seq uint64
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		m, err := st.GetLastMsgForSubject(cctx, subject)
-		switch {
-		case errors.Is(err, njs.ErrMsgNotFound):
-		case err != nil:
-			seq = ^uint64(0) // unknown: try again
-		case strings.HasPrefix(string(m.Data), "held ") && time.Since(m.Time) < 2*time.Minute:
-			seq = ^uint64(0) // held by another node
-		default:
-			seq = m.Sequence
+		ok, err := l.try(ctx)
+		if ok {
+			return nil
 		}
-		if seq != ^uint64(0) {
-			_, err = js.Publish(cctx, subject, []byte("held "+c.name), njs.WithExpectLastSequencePerSubject(seq))
-			if err == nil {
-				cancel()
-				return func() {
-					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-					defer rcancel()
-					_, _ = js.Publish(rctx, subject, []byte("free "+c.name))
-				}, nil
-			}
-		}
-		cancel()
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("boot lock: not acquired in 5 minutes: %v", err)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("boot lock: not acquired in 5 minutes: %v", err)
 		}
 		time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
 	}
+}
+
+// renew writes the hold again every bootRenew, each write fenced on the
+// last, until release or until another node took the lock over.
+func (l *bootLock) renew(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ticks := l.ticks
+	if ticks == nil {
+		t := time.NewTicker(bootRenew)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticks:
+		}
+		l.mu.Lock()
+		seq := l.seq
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ack, err := l.js.Publish(ctx, bootSubject, []byte("held "+l.name), njs.WithExpectLastSequencePerSubject(seq))
+		cancel()
+		var apiErr *njs.APIError
+		lost := errors.As(err, &apiErr) && (apiErr.ErrorCode == njs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
+		l.mu.Lock()
+		if err == nil {
+			l.seq = ack.Sequence
+		}
+		l.lost = lost
+		l.mu.Unlock()
+		if l.renewed != nil {
+			l.renewed(err)
+		}
+		if lost {
+			if l.logger != nil {
+				l.logger.Warn("boot lock taken over by another node while this one started", "node", l.name)
+			}
+			return
+		}
+	}
+}
+
+// release stops the renewals and frees the lock, unless another node took
+// it over meanwhile (the write is fenced on this node's last).
+func (l *bootLock) release() {
+	l.mu.Lock()
+	stop, done := l.stop, l.done
+	l.stop = nil
+	l.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	close(stop)
+	<-done
+	l.mu.Lock()
+	seq, lost := l.seq, l.lost
+	l.mu.Unlock()
+	if lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _ = l.js.Publish(ctx, bootSubject, []byte("free "+l.name), njs.WithExpectLastSequencePerSubject(seq))
 }
 
 func (c clusterOptions) releaseBoot() {

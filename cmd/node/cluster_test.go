@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	njs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
 func TestClusterOptionsNameTheFlag(t *testing.T) {
@@ -55,5 +60,100 @@ func TestClusterServerConfig(t *testing.T) {
 	}
 	if c.replicaCount() != 3 || (clusterOptions{}).replicaCount() != 1 || (clusterOptions{replicas: 5}).replicaCount() != 5 {
 		t.Fatal("replica defaults")
+	}
+}
+
+// Issue 22: a failed start, or a node killed while starting, left the boot
+// lock held for 2 minutes, and restarts took 1.5-2 min. Now the holder
+// renews it every bootRenew, another node takes over a hold bootStale old
+// (each node's clock is injected: no sleeps), a node takes a hold in its
+// own name at once, and a holder that lost the lock frees nothing.
+func TestBootLock(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateOrUpdateStream(ctx, njs.StreamConfig{Name: "CAIRN_BOOT", Subjects: []string{"cairn_boot.>"}, Storage: njs.MemoryStorage, MaxMsgsPerSubject: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := func(name string, ahead time.Duration) (*bootLock, chan time.Time, chan error) {
+		ticks, renewed := make(chan time.Time), make(chan error, 1)
+		return &bootLock{js: js, st: st, name: name, now: func() time.Time { return time.Now().Add(ahead) },
+			ticks: ticks, renewed: func(err error) { renewed <- err }}, ticks, renewed
+	}
+	last := func() string {
+		m, err := st.GetLastMsgForSubject(ctx, bootSubject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s@%d", m.Data, m.Sequence)
+	}
+	try := func(l *bootLock, want bool) {
+		t.Helper()
+		got, err := l.try(ctx)
+		if err != nil || got != want {
+			t.Fatalf("%s takes the lock (last %s): %v, %v; want %v", l.name, last(), got, err, want)
+		}
+	}
+
+	a, aTicks, aRenewed := lock("n1", 0)
+	try(a, true)
+	b, _, _ := lock("n2", 0)
+	try(b, false) // held, fresh
+
+	before := last()
+	aTicks <- time.Now()
+	if err := <-aRenewed; err != nil {
+		t.Fatalf("renewal: %v", err)
+	}
+	if after := last(); after == before || !strings.HasPrefix(after, "held n1@") {
+		t.Fatalf("after a renewal the lock is %s (was %s); want held n1 again, written anew", after, before)
+	}
+
+	// n2's clock is past the hold's staleness: n1 stopped renewing (killed, or paused).
+	b.now = func() time.Time { return time.Now().Add(bootStale + time.Second) }
+	try(b, true)
+	aTicks <- time.Now()
+	if err := <-aRenewed; err == nil {
+		t.Fatal("n1 renewed a lock n2 took over")
+	}
+	a.release() // must not free n2's hold
+	if got := last(); !strings.HasPrefix(got, "held n2@") {
+		t.Fatalf("after n1, which lost the lock, released it: %s; want held n2", got)
+	}
+
+	// n2 is killed while it starts (no release); its next incarnation
+	// takes the hold in its own name at once, and frees it when started.
+	b2, _, _ := lock("n2", 0)
+	try(b2, true)
+	c, _, _ := lock("n3", 0)
+	try(c, false)
+	b2.release()
+	if got := last(); !strings.HasPrefix(got, "free n2@") {
+		t.Fatalf("after a release: %s; want free n2", got)
+	}
+	try(c, true)
+	c.release()
+
+	// The decision alone, on the lock's own timestamps.
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		last *njs.RawStreamMsg
+		now  time.Time
+		want bool
+	}{
+		{"never taken", nil, at, true},
+		{"free", &njs.RawStreamMsg{Data: []byte("free n1"), Time: at}, at, true},
+		{"held by another, fresh", &njs.RawStreamMsg{Data: []byte("held n1"), Time: at}, at.Add(bootStale - time.Millisecond), false},
+		{"held by another, stale", &njs.RawStreamMsg{Data: []byte("held n1"), Time: at}, at.Add(bootStale), true},
+		{"held in its own name", &njs.RawStreamMsg{Data: []byte("held n2"), Time: at}, at, true},
+	} {
+		if got := bootFree(tc.last, "n2", tc.now); got != tc.want {
+			t.Errorf("%s: bootFree = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

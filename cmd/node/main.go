@@ -54,6 +54,8 @@ commands:
   serve [flags]                   the long-running node with its HTTP API
                                   (--agents DIR --listen ADDR --token T; CAIRN_* env)
   runs ls|show|tail|cancel [RUN]  talk to a serving node (--api URL, CAIRN_TOKEN)
+  runs start AGENT MESSAGE        start a run on a serving node; retried with an idempotency
+                                  key (--key, default random) on refused connections and 5xx
   replay [flags] RUN              a run from the log: timeline at --at REV (N, last, last-K),
                                   --json state, --redrive, --fork, --diff REV, --diff-run RUN2
   mcp [flags]                     the node as an MCP server on stdin/stdout (tools: start_run,

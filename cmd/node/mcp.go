@@ -29,7 +29,8 @@ import (
 // client drives durable runs with these tools:
 //
 //	list_agents                  the deployed agents, with their input schemas
-//	start_run {agent, message}   start a root run; returns its IDs and status
+//	start_run {agent, message, idempotency_key?}   start a root run; returns its IDs and status
+//	                             (a retry with the same key returns the same run)
 //	get_run {run_id, wait_seconds?}   status, reply (output or needs_input question) or error;
 //	                             waits up to wait_seconds (at most 300) for the run to finish
 //	answer {run_id, message}     answer a run's needs_input question: a new run in its session
@@ -53,6 +54,8 @@ type (
 	mcpStartIn struct {
 		Agent   string `json:"agent" jsonschema:"the slug of a deployed agent (see list_agents)"`
 		Message string `json:"message" jsonschema:"the task, as the user's message"`
+		// A pointer: a key given empty is an error, not the absence of one.
+		IdempotencyKey *string `json:"idempotency_key,omitempty" jsonschema:"makes the start safe to retry: a start with a key used before returns the run it started (same agent and message), or fails naming the key (other ones); 1-255 printable ASCII characters"`
 	}
 	mcpRunIn struct {
 		RunID string `json:"run_id" jsonschema:"the run's ID, as start_run or answer returned it"`
@@ -125,7 +128,8 @@ type mcpTools struct {
 // reported without detail.
 func (m *mcpTools) fail(err error) error {
 	switch {
-	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun):
+	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun),
+		errors.Is(err, actors.ErrIdempotencyConflict), errors.Is(err, actors.ErrUnavailable):
 		return err
 	}
 	m.log.Error("mcp tool", "err", err)
@@ -184,14 +188,21 @@ func (m *mcpTools) listAgents(ctx context.Context, _ *sdk.CallToolRequest, _ str
 }
 
 func (m *mcpTools) start(ctx context.Context, req *sdk.CallToolRequest, in mcpStartIn) (*sdk.CallToolResult, mcpRun, error) {
+	key := ""
+	if in.IdempotencyKey != nil {
+		if why := actors.IdempotencyKeyProblem(*in.IdempotencyKey); why != "" {
+			return nil, mcpRun{}, fmt.Errorf("%w: idempotency_key: %s", actors.ErrInvalid, why)
+		}
+		key = *in.IdempotencyKey
+	}
 	if in.Agent == "" {
 		return nil, mcpRun{}, fmt.Errorf("%w: agent: is required", actors.ErrInvalid)
 	}
-	sess, run, err := m.a.node.RunAs(ctx, mcpPrincipal(req.Extra), in.Agent, in.Message)
+	s, err := m.a.node.StartRun(ctx, actors.StartRequest{Owner: mcpPrincipal(req.Extra), Agent: in.Agent, Message: in.Message, IdempotencyKey: key})
 	if err != nil {
 		return nil, mcpRun{}, m.fail(err)
 	}
-	out, err := m.status(ctx, sess, run, in.Agent)
+	out, err := m.status(ctx, s.SessionID, s.RunID, in.Agent)
 	if err != nil {
 		return nil, mcpRun{}, m.fail(err)
 	}

@@ -2,24 +2,35 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cairn-agents/cairn/actors"
 )
 
-// runsCmd talks to a serving node: runs ls | show RUN | tail RUN | cancel RUN.
+// runsCmd talks to a serving node: runs start AGENT MESSAGE | ls | show RUN
+// | tail RUN | cancel RUN.
 func runsCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	apiURL := fs.String("api", env("CAIRN_API", "http://127.0.0.1:8700"), "node API URL")
 	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token")
 	asJSON := fs.Bool("json", false, "print JSON")
+	key := fs.String("key", "", "start: the idempotency key (default: a new random one); a start retried with it returns the same run")
+	retryFor := fs.Duration("retry-for", time.Minute, "start: how long to retry refused connections and 5xx answers (with the same key)")
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "node runs: want ls, show RUN, tail RUN or cancel RUN")
+		fmt.Fprintln(stderr, "node runs: want start AGENT MESSAGE, ls, show RUN, tail RUN or cancel RUN")
 		return 2
 	}
 	verb := args[0]
@@ -36,6 +47,27 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch verb {
+	case "start":
+		if fs.NArg() < 2 {
+			fmt.Fprintln(stderr, "node runs start: want AGENT MESSAGE")
+			return 2
+		}
+		k := *key
+		if k == "" {
+			k = newIdempotencyKey()
+		} else if why := actors.IdempotencyKeyProblem(k); why != "" {
+			fmt.Fprintf(stderr, "node runs start: --key: %s\n", why)
+			return 2
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *retryFor)
+		defer cancel()
+		var out startAnswer
+		if out, err = c.start(ctx, fs.Arg(0), strings.Join(fs.Args()[1:], " "), k); err == nil {
+			if *asJSON {
+				return printJSON(stdout, out)
+			}
+			fmt.Fprintf(stdout, "%s %s\n", out.RunID, out.SessionID)
+		}
 	case "ls":
 		var out struct {
 			Runs []map[string]any `json:"runs"`
@@ -95,13 +127,21 @@ func printJSON(w io.Writer, v any) int {
 type client struct {
 	base, token string
 	http        *http.Client
+	// retried, when set, is told of each failed try of a start before it
+	// is tried again.
+	retried func(attempt int, err error)
 }
 
 func (c *client) request(method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequest(method, c.base+path, body)
+	return c.requestCtx(context.Background(), method, path, body, nil)
+}
+
+func (c *client) requestCtx(ctx context.Context, method, path string, body io.Reader, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(req.Header, header)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -118,13 +158,86 @@ func (c *client) do(method, path string, body io.Reader, out any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return fmt.Errorf("%s %s: %d %s: %s", method, path, resp.StatusCode, e.Error.Code, e.Error.Message)
+		return apiError(method, path, resp)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// startAnswer is what `runs start` prints.
+type startAnswer struct {
+	RunID          string `json:"run_id"`
+	SessionID      string `json:"session_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// Existing: the node answered with a run the key had started before
+	// (an earlier try of this start whose answer was lost, or a reused key).
+	Existing bool `json:"existing"`
+}
+
+// newIdempotencyKey is a key for one start: random, so two starts never
+// share it, and one start's retries always do.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "cli-" + hex.EncodeToString(b[:])
+}
+
+// start posts a run with an idempotency key and retries it, with the same
+// key, on any transport error (a refused connection, a connection lost
+// before the answer) and on 5xx answers until ctx ends: the key makes
+// every retry safe, and one whose first try started the run returns that
+// run. 4xx answers are final.
+func (c *client) start(ctx context.Context, agent, message, key string) (startAnswer, error) {
+	body, err := json.Marshal(map[string]string{"agent": agent, "message": message})
+	if err != nil {
+		return startAnswer{}, err
+	}
+	header := http.Header{idempotencyHeader: []string{key}}
+	delay := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		resp, err := c.requestCtx(ctx, "POST", "/v1/runs", bytes.NewReader(body), header)
+		wait := delay
+		if err == nil {
+			if resp.StatusCode < 500 {
+				defer resp.Body.Close()
+				if resp.StatusCode >= 300 {
+					return startAnswer{}, apiError("POST", "/v1/runs", resp)
+				}
+				out := startAnswer{IdempotencyKey: key, Existing: resp.StatusCode == http.StatusOK}
+				if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+					return startAnswer{}, fmt.Errorf("POST /v1/runs: answer: %w", err)
+				}
+				return out, nil
+			}
+			err = apiError("POST", "/v1/runs", resp)
+			if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 && s <= 30 {
+				wait = time.Duration(s) * time.Second
+			}
+			resp.Body.Close()
+		}
+		if ctx.Err() != nil {
+			return startAnswer{}, fmt.Errorf("start with idempotency key %s: gave up after %d tries: %w", key, attempt, err)
+		}
+		if c.retried != nil {
+			c.retried(attempt, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return startAnswer{}, fmt.Errorf("start with idempotency key %s: gave up after %d tries: %w", key, attempt, err)
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// apiError reads an API error answer.
+func apiError(method, path string, resp *http.Response) error {
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	return fmt.Errorf("%s %s: %d %s: %s", method, path, resp.StatusCode, e.Error.Code, e.Error.Message)
 }
 
 // tail prints a run's events as they are committed.

@@ -248,7 +248,25 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// start is POST /v1/runs. With an Idempotency-Key header the start is
+// idempotent per principal: a retry with the same key and body answers 200
+// with the run the key started first (Idempotent-Replayed: true), running
+// or ended; the same key with another agent or message is a 409
+// idempotency_conflict. A new run is a 201. A 503 (the node cannot admit a
+// run now, nothing written) comes with Retry-After.
 func (x *api) start(w http.ResponseWriter, r *http.Request, principal string) {
+	key := ""
+	if keys, ok := r.Header[idempotencyHeader]; ok {
+		if len(keys) != 1 {
+			writeError(w, http.StatusBadRequest, "invalid", "%s header: given %d times, want once", idempotencyHeader, len(keys))
+			return
+		}
+		if why := actors.IdempotencyKeyProblem(keys[0]); why != "" {
+			writeError(w, http.StatusBadRequest, "invalid", "%s header: %s", idempotencyHeader, why)
+			return
+		}
+		key = keys[0]
+	}
 	var req struct {
 		Agent   string `json:"agent"`
 		Message string `json:"message"`
@@ -260,12 +278,24 @@ func (x *api) start(w http.ResponseWriter, r *http.Request, principal string) {
 		writeError(w, http.StatusBadRequest, "invalid", "agent: is required")
 		return
 	}
-	sess, run, err := x.a.node.RunAs(r.Context(), principal, req.Agent, req.Message)
+	s, err := x.a.node.StartRun(r.Context(), actors.StartRequest{Owner: principal, Agent: req.Agent, Message: req.Message, IdempotencyKey: key})
 	if x.nodeError(w, err) {
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"run_id": run, "session_id": sess})
+	status := http.StatusCreated
+	if s.Existing {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, status, map[string]string{"run_id": s.RunID, "session_id": s.SessionID})
 }
+
+// idempotencyHeader is POST /v1/runs's idempotency key (canonical form).
+const idempotencyHeader = "Idempotency-Key"
+
+// retryAfter is the Retry-After of a 503 from a node that cannot admit a
+// run now, in seconds.
+const retryAfter = "2"
 
 func (x *api) nodeError(w http.ResponseWriter, err error) bool {
 	switch {
@@ -277,6 +307,11 @@ func (x *api) nodeError(w http.ResponseWriter, err error) bool {
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
 	case errors.Is(err, actors.ErrBusy):
 		writeError(w, http.StatusConflict, "busy", "%v", err)
+	case errors.Is(err, actors.ErrIdempotencyConflict):
+		writeError(w, http.StatusConflict, "idempotency_conflict", "%v", err)
+	case errors.Is(err, actors.ErrUnavailable):
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "%v", err)
 	default:
 		x.log.Error("api", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the node could not complete the request")
