@@ -10,52 +10,52 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
-	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/runtime"
 )
 
 // Local messages: they never leave the member, so plain structs are fine.
 type (
+	// attemptDone reports the end of the attempt the core started.
 	attemptDone struct {
 		res *runtime.Result
 		err error
-		// store is the attempt's store handle, kept while the run is parked;
-		// reused tells that the attempt started from a kept one.
-		store  runtime.Store
-		reused bool
-		// untracked: the attempt could not put its run in the active set
-		// (and did nothing else).
-		untracked bool
+		// store is the attempt's store handle; keepable tells it was shed
+		// small enough to keep while the run is parked.
+		store    runtime.Store
+		keepable bool
+		reused   bool
 	}
-	tick  struct{ reason string }
-	ended struct{}
+	// retryFired: the retry timer of generation gen fired (a timer the
+	// core disarmed since is a stale generation and ignored).
+	retryFired struct{ gen uint64 }
+	// endWritten: the end of the failed run is written (or the member
+	// stopped trying).
+	endWritten struct{}
 )
 
-// runActor is the virtual actor of one run. It holds no goroutine while
-// the run is parked; the attempt runs off the mailbox and reports back.
+// runActor is the virtual actor of one run: an adapter between
+// protoactor-go and the run's lifecycle core (actors/lifecycle). Receive
+// turns each message into an event for the core and performs the effects
+// it returns; anything that waits on I/O (an attempt, the deadline reads,
+// the end of a failed run) runs off the mailbox and reports back as a
+// message. Nothing here decides what happens next: the core does.
 type runActor struct {
 	n       *Node
 	m       *member // the member this activation lives on
 	session string
 	run     string
-	running bool
-	pending bool // a wake arrived during an attempt
-	done    bool
-	stopped bool // a Stop arrived: the attempt's end is not a failure
-	// untracked: the API created the run but could not put it in the
-	// active set; attempts put it there first, until one has.
-	untracked bool
-	// ending: the end of the failed run is being written; the actor
-	// stays (it does not passivate) until it is.
-	ending  bool
-	cancel  context.CancelFunc
-	timer   *time.Timer
-	retries int
-	// store is the last attempt's handle while the run is parked and the
-	// actor live: the next attempt (a child finished, a deadline) starts
-	// from it without a new lease. Dropped on any other outcome and with
-	// the actor.
-	store runtime.Store
+	core    *lifecycle.Run
+	// cancel cancels the attempt in flight.
+	cancel context.CancelFunc
+	// retry is the armed retry timer, retryGen its generation.
+	retry    *time.Timer
+	retryGen uint64
+	// kept is the store handle the core keeps for the next attempt (a
+	// parked run whose next attempt, a child finished or a deadline, needs
+	// no new lease); last is the handle of the attempt that just ended,
+	// which KeepHandle keeps.
+	kept, last runtime.Store
 }
 
 // keepStoreBytes bounds what a parked, live actor keeps of its store
@@ -64,10 +64,6 @@ type runActor struct {
 // the bound keeps a burst of them within IdleTimeout from holding much.
 const keepStoreBytes = 16 << 10
 
-// reasonReopen: an attempt from a kept handle was fenced out; the next
-// one opens the run afresh.
-const reasonReopen = "reopen"
-
 // shedder is a store handle that can drop its caches to be kept.
 type shedder interface{ Shed() int }
 
@@ -75,69 +71,53 @@ func (a *runActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		a.session, a.run, _ = strings.Cut(m.Identity.Identity, ".")
+		a.core = lifecycle.New(lifecycle.Config{MaxRetries: a.n.cfg.MaxRetries})
 		a.m.setLocal(m.Identity.Identity, true)
 		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
 	case *actorspb.Wake:
-		a.wake(ctx, fromWire(m.Reason).String())
+		a.woken(ctx, fromWire(m.Reason))
 		respond(ctx)
 	case *actorspb.ChildFinished:
-		a.wake(ctx, "child finished")
+		a.woken(ctx, lifecycle.ReasonChildFinished)
 		respond(ctx)
 	case *actorspb.Stop:
-		a.stopped = true
-		if a.cancel != nil {
-			a.cancel()
-		}
-		if !a.running {
-			a.done = true
-			ctx.Stop(ctx.Self())
-		}
+		a.step(ctx, lifecycle.CancelRequested{})
 		respond(ctx)
 	case *attemptDone:
-		a.finish(ctx, m)
-	case *tick:
-		a.timer = nil
-		a.wake(ctx, m.reason)
-	case *ended:
-		a.done = true
-		ctx.Stop(ctx.Self())
-	case *actor.ReceiveTimeout:
-		if !a.running && a.timer == nil && !a.ending {
-			ctx.Stop(ctx.Self()) // passivate: the run's state is in the log
-			return
+		outcome := outcomeOf(m.err)
+		switch outcome {
+		case lifecycle.FencedOut:
+			a.n.logger.Info("actors: attempt fenced out", "run", a.run, "err", m.err)
+		case lifecycle.Transient, lifecycle.Unavailable, lifecycle.NotYetCreated:
+			a.n.logger.Info("actors: attempt failed", "run", a.run, "outcome", outcome, "err", m.err)
 		}
-		// Busy (an attempt longer than the idle timeout, a retry waiting,
-		// the end of a failed run being written):
-		// protoactor-go cancels the receive timeout when it fires, so it
-		// must be armed again, or the actor would never passivate and a run
-		// that parks after a long model call would stay in memory for good.
-		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
+		a.last = m.store
+		a.step(ctx, lifecycle.AttemptEnded{Outcome: outcome, Err: errText(m.err), Reused: m.reused, Keepable: m.keepable, WaitCallID: waitCallID(m.res)})
+		a.last = nil
+	case *retryFired:
+		if m.gen == a.retryGen {
+			a.retry = nil
+			a.step(ctx, lifecycle.RetryFired{})
+		}
+	case *endWritten:
+		a.step(ctx, lifecycle.EndWritten{})
+	case *actor.ReceiveTimeout:
+		a.step(ctx, lifecycle.IdleTimeout{})
 	case *actor.Stopping:
-		// Work in hand (an attempt, a retry) while the actor is stopped
-		// from outside: a topology change moved the run to another member
-		// (disthash poisons what a member no longer owns). The new owner
-		// gets the wake, activates the run and takes its lease.
-		handoff := !a.done && !a.stopped && (a.running || a.timer != nil)
+		// Stopped from outside while the core is not done: a topology
+		// change moved the run to another member (disthash poisons what a
+		// member no longer owns), or the member is stopping.
+		if a.core != nil && a.core.State() != lifecycle.Done {
+			if a.closing() {
+				a.step(ctx, lifecycle.Drain{})
+			}
+			a.step(ctx, lifecycle.MovedAway{})
+		}
+	case *actor.Stopped:
 		if a.cancel != nil {
 			a.cancel()
 		}
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-		if handoff && a.m.ctx.Err() == nil {
-			a.n.mu.Lock()
-			closed := a.n.closed
-			a.n.mu.Unlock()
-			if !closed {
-				a.n.logger.Info("actors: run moved to another member; handing it over", "run", a.run, "member", a.m.id)
-				reason := "moved"
-				if a.untracked { // the next owner must put it in the active set first too
-					reason = reasonUntracked
-				}
-				a.n.wake(a.session, a.run, reason)
-			}
-		}
-	case *actor.Stopped:
+		a.disarmRetry()
 		a.m.setLocal(identity(a.session, a.run), false)
 	}
 }
@@ -148,175 +128,147 @@ func respond(ctx actor.Context) {
 	}
 }
 
-func (a *runActor) wake(ctx actor.Context, reason string) {
-	if reason == reasonUntracked {
-		a.untracked = true
+// closing reports whether the node or the member is stopping: nothing
+// starts then, and the next owner resumes the run.
+func (a *runActor) closing() bool {
+	if a.m.ctx.Err() != nil {
+		return true
 	}
-	if a.done || a.m.ctx.Err() != nil { // the member stopped: the run's next owner resumes it
-		return
-	}
-	if a.running {
-		a.pending = true
-		if testHookPending != nil {
-			testHookPending(a.run)
-		}
-		return
-	}
-	if a.timer != nil {
-		a.timer.Stop()
-		a.timer = nil
-	}
-	a.n.logger.Debug("actors: attempt starts", "run", a.run, "reason", reason)
-	attemptCtx, cancel := context.WithCancel(a.m.ctx)
-	a.cancel, a.running, a.pending = cancel, true, false
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	n, m, session, run, kept, untracked := a.n, a.m, a.session, a.run, a.store, a.untracked
-	a.store = nil
-	n.mu.Lock()
-	if n.closed { // draining: no new attempt; the next owner resumes
-		n.mu.Unlock()
-		cancel()
-		a.cancel, a.running = nil, false
-		return
-	}
-	n.attempts.Add(1)
-	n.mu.Unlock()
-	go func() {
-		if untracked {
-			if err := n.markActive(attemptCtx, session, run); err != nil {
-				n.attempts.Done()
-				root.Send(self, &attemptDone{err: err, untracked: true})
-				return
-			}
-		}
-		res, store, err := n.attempt(attemptCtx, m, session, run, reason, kept)
-		root.Send(self, &attemptDone{res: res, err: err, store: store, reused: kept != nil})
-	}()
+	a.n.mu.Lock()
+	defer a.n.mu.Unlock()
+	return a.n.closed
 }
 
-// finish decides what follows an attempt.
-func (a *runActor) finish(ctx actor.Context, m *attemptDone) {
-	a.running = false
-	a.untracked = a.untracked && m.untracked
-	if a.cancel != nil {
-		a.cancel()
-		a.cancel = nil
+func (a *runActor) woken(ctx actor.Context, reason lifecycle.Reason) {
+	if a.closing() {
+		a.step(ctx, lifecycle.Drain{})
 	}
-	err := m.err
-	a.n.logger.Debug("actors: attempt ended", "run", a.run, "err", err)
+	if a.core.State() == lifecycle.Running && testHookPending != nil {
+		testHookPending(a.run)
+	}
+	a.step(ctx, lifecycle.Woken{Reason: reason})
+}
+
+// step feeds ev to the core and performs its effects, in order.
+func (a *runActor) step(ctx actor.Context, ev lifecycle.Event) {
+	effs := a.core.Step(a.n.now(), ev)
+	if len(effs) > 0 {
+		a.n.logger.Debug("actors: run lifecycle", "run", a.run, "event", ev, "effects", effs, "state", a.core.State())
+	}
+	for _, eff := range effs {
+		a.perform(ctx, eff)
+	}
+}
+
+func (a *runActor) perform(ctx actor.Context, eff lifecycle.Effect) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
+	n, m, session, run := a.n, a.m, a.session, a.run
+	switch e := eff.(type) {
+	case lifecycle.StartAttempt:
+		var kept runtime.Store
+		if e.Reuse {
+			kept = a.kept
+		}
+		a.kept = nil
+		attemptCtx, cancel := context.WithCancel(m.ctx)
+		a.cancel = cancel
+		n.mu.Lock()
+		if n.closed { // draining: no new attempt; the next owner resumes
+			n.mu.Unlock()
+			root.Send(self, &attemptDone{err: runtime.ErrDrained})
+			return
+		}
+		n.attempts.Add(1)
+		n.mu.Unlock()
+		n.logger.Debug("actors: attempt starts", "run", run, "reason", e.Reason)
+		go func() {
+			res, store, err := n.attempt(attemptCtx, m, session, run, e.Reason.String(), kept)
+			keepable := false
+			if errors.Is(err, runtime.ErrWaiting) {
+				// Off the mailbox: shedding walks the handle's caches.
+				sh, ok := store.(shedder)
+				keepable = ok && sh.Shed() <= keepStoreBytes
+			}
+			root.Send(self, &attemptDone{res: res, err: err, store: store, keepable: keepable, reused: kept != nil})
+		}()
+	case lifecycle.CancelAttempt:
+		if a.cancel != nil {
+			a.cancel()
+		}
+	case lifecycle.ArmRetry:
+		a.disarmRetry()
+		a.retryGen++
+		gen := a.retryGen
+		a.retry = time.AfterFunc(e.At.Sub(n.now()), func() { root.Send(self, &retryFired{gen: gen}) })
+	case lifecycle.DisarmRetry:
+		a.disarmRetry()
+	case lifecycle.ArmDeadline:
+		go n.armDeadline(m.ctx, session, run, e.WaitCallID)
+	case lifecycle.KeepHandle:
+		a.kept = a.last
+	case lifecycle.DropHandle:
+		a.kept = nil
+	case lifecycle.WriteEnd:
+		n.logger.Warn("actors: run failed", "run", run, "err", e.Reason)
+		go func() {
+			n.endFailed(m.ctx, session, run, e.Reason)
+			root.Send(self, &endWritten{})
+		}()
+	case lifecycle.HandOver:
+		n.logger.Info("actors: run moved to another member; handing it over", "run", run, "member", m.id)
+		n.wake(session, run, e.Reason.String())
+	case lifecycle.Passivate:
+		ctx.Stop(self) // the run's state is in the log
+	case lifecycle.RearmIdle:
+		// protoactor-go disarms the receive timeout when it fires.
+		ctx.SetReceiveTimeout(n.cfg.IdleTimeout)
+	}
+}
+
+func (a *runActor) disarmRetry() {
+	if a.retry != nil {
+		a.retry.Stop()
+		a.retry = nil
+	}
+	a.retryGen++
+}
+
+// outcomeOf maps an attempt's error to the core's outcome.
+func outcomeOf(err error) lifecycle.Outcome {
 	switch {
 	case err == nil:
-		// Completed and committed; the completion consumer tells the parent.
-		a.done = true
-		ctx.Stop(self)
+		return lifecycle.Completed
 	case errors.Is(err, runtime.ErrWaiting):
-		a.retries = 0
-		if sh, ok := m.store.(shedder); ok && sh.Shed() <= keepStoreBytes {
-			a.store = m.store
-		}
-		if a.pending {
-			a.wake(ctx, "woken while running")
-			return
-		}
-		wait := ""
-		if m.res != nil {
-			wait = m.res.WaitCallID
-		}
-		a.armDeadline(wait)
+		return lifecycle.Waiting
 	case errors.Is(err, runtime.ErrDrained):
-		// The node is closing; the next owner resumes from this commit.
-	case errors.Is(err, errEnded), a.stopped:
-		a.done = true
-		ctx.Stop(self)
-	case m.reused && (errors.Is(err, runtime.ErrLeaseLost) || errors.Is(err, runtime.ErrConflict)):
-		// Someone wrote to the session since the kept handle's last commit
-		// (another node's activation, a cancellation): what a fresh
-		// activation would have done with this wake is decided by one.
-		a.wake(ctx, reasonReopen)
+		return lifecycle.Drained
+	case errors.Is(err, errEnded):
+		return lifecycle.Ended
+	case errors.Is(err, errNotCreated):
+		return lifecycle.NotYetCreated
 	case errors.Is(err, runtime.ErrLeaseLost), errors.Is(err, runtime.ErrConflict), errors.Is(err, runtime.ErrSessionBusy):
-		// Another owner holds the run, or it was cancelled: the log decides
-		// and this activation stops.
-		a.n.logger.Info("actors: attempt fenced out", "run", a.run, "err", err)
-		a.done = true
-		ctx.Stop(self)
-	case permanent(err) || a.retries >= a.n.cfg.MaxRetries:
-		a.n.logger.Warn("actors: run failed", "run", a.run, "err", err)
-		a.done, a.ending = true, true
-		n, mctx, session, run := a.n, a.m.ctx, a.session, a.run
-		go func() {
-			n.endFailed(mctx, session, run, err.Error())
-			root.Send(self, &ended{})
-		}()
-	default:
-		a.retries++
-		delay := time.Duration(1<<min(a.retries, 6)) * 100 * time.Millisecond
-		a.n.logger.Info("actors: attempt failed, retrying", "run", a.run, "in", delay, "err", err)
-		a.timer = time.AfterFunc(delay, func() { root.Send(self, &tick{reason: "retry"}) })
+		return lifecycle.FencedOut
+	case permanent(err):
+		return lifecycle.Permanent
+	case unavailable(err):
+		return lifecycle.Unavailable
 	}
+	return lifecycle.Transient
 }
 
-// endFailed writes the end of a run that failed, trying again until it is
-// written or ctx (the member's) ends: a failed run whose end is not in the
-// log reads as running, and its parent is never told. A member that stops
-// first leaves the run active, and its next owner resumes it, fails it
-// again and writes the end.
-func (n *Node) endFailed(ctx context.Context, sessionID, runID, reason string) {
-	delay := 100 * time.Millisecond
-	for {
-		_, err := n.log.endRun(ctx, sessionID, runID, runtime.StatusFailed, reason)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		n.logger.Warn("actors: write the end of a failed run; trying again", "run", runID, "in", delay, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 10*time.Second)
-	}
-}
-
-// armDeadline schedules a wake at the deadline of the wait the run parked
-// on (wait, its call ID), or at its root's wall-clock deadline if that is
-// earlier. Only that wait's: the run's earlier waits are over, and a
-// deadline of theirs that has passed would wake the run at once, again at
-// every park. The timer belongs to the node, not the actor, so the actor
-// can be passivated while it waits; the deadlines are durable, so a
-// restarted node arms them again when the run's first attempt parks. When
-// they cannot be read, the run is woken again soon to read them anew:
-// it must not sleep past them.
-func (a *runActor) armDeadline(wait string) {
-	ctx := context.Background()
-	dl, err := a.n.waits.deadline(ctx, a.run, wait)
+func errText(err error) string {
 	if err == nil {
-		// The root's wall-clock budget ends a parked run too: wake it
-		// then, and the attempt fails at once on the expired deadline.
-		var rec *events.Run
-		if rec, err = a.n.log.readRun(ctx, a.session, a.run); err == nil && rec != nil {
-			var root time.Time
-			if root, err = a.n.ledger.deadline(ctx, rec, nil); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
-				dl = root
-			}
-		}
+		return ""
 	}
-	if err != nil {
-		// Real time, as the deadline timers run on; the wait's deadline if
-		// it was read and is sooner.
-		a.n.logger.Warn("actors: read the deadlines of a parked run; reading them again shortly", "run", a.run, "err", err)
-		if retry := time.Now().Add(deadlineRetry); dl.IsZero() || retry.Before(dl) {
-			dl = retry
-		}
-	}
-	if !dl.IsZero() {
-		a.n.wakeAt(a.session, a.run, dl)
-	}
+	return err.Error()
 }
 
-// deadlineRetry is how soon a parked run whose deadlines could not be read
-// is woken to read them again.
-const deadlineRetry = 5 * time.Second
+func waitCallID(res *runtime.Result) string {
+	if res == nil {
+		return ""
+	}
+	return res.WaitCallID
+}
 
 func permanent(err error) bool {
 	return errors.Is(err, errPermanent) || errors.Is(err, ErrBudget) || errors.Is(err, runtime.ErrInvalidInput) ||

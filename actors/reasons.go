@@ -23,8 +23,6 @@ func reasonOf(text string) lifecycle.Reason {
 		return lifecycle.ReasonRetry
 	case "woken while running":
 		return lifecycle.ReasonWokenWhileRunning
-	case reasonReopen:
-		return lifecycle.ReasonReopen
 	}
 	r, _ := lifecycle.ParseReason(text) // the wire's names; unspecified otherwise
 	return r
