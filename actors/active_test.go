@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,22 +46,18 @@ func TestFinishedRunsLeaveTheActiveSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The purges follow the completions (and the first sweep) shortly:
-	// wait for them, then check what is left.
-	deadline := time.Now().Add(30 * time.Second)
+	// watch the set until they all landed.
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second) // a last resort: the watch ends it
+	defer cancel()
+	w, err := kv.WatchAll(wctx, jetstream.IncludeHistory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	last := map[string]jetstream.KeyValueOp{}
+	initial := true
 	for {
 		var live, markers []string
-		w, err := kv.WatchAll(ctx, jetstream.IncludeHistory())
-		if err != nil {
-			t.Fatal(err)
-		}
-		last := map[string]jetstream.KeyValueOp{}
-		for e := range w.Updates() {
-			if e == nil {
-				break
-			}
-			last[e.Key()] = e.Operation()
-		}
-		_ = w.Stop()
 		for key, op := range last {
 			if op == jetstream.KeyValuePurge {
 				markers = append(markers, key)
@@ -69,13 +66,23 @@ func TestFinishedRunsLeaveTheActiveSet(t *testing.T) {
 			}
 		}
 		// The parent and its three children, and the old key.
-		if len(live) == 0 && len(markers) == 5 {
-			break
+		if !initial && len(live) == 0 && len(markers) == 5 {
+			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				t.Fatal("the watch of the active set ended")
+			}
+			if e == nil {
+				initial = false
+			} else {
+				last[e.Key()] = e.Operation()
+			}
+		case <-wctx.Done():
+			sort.Strings(live)
 			t.Fatalf("active set: %d keys not purged (%s), %d purged; want 0 and 5", len(live), strings.Join(live, " "), len(markers))
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -91,27 +98,49 @@ func TestFinishedRunPutBackLeavesTheActiveSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := func() bool {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := kv.Get(ctx, run); errors.Is(err, jetstream.ErrKeyNotFound) {
-				return true
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return false
-	}
-	if !gone() {
+	if !awaitGone(t, kv, run) {
 		t.Fatal("the finished run never left the active set")
 	}
 	if err := n.Adopt(ctx, sess, run); err != nil {
 		t.Fatal(err)
 	}
-	if !gone() {
+	if !awaitGone(t, kv, run) {
 		t.Fatal("the finished run, put back in the active set, stayed there")
 	}
 	if st, _, err := n.Result(ctx, sess, run); err != nil || st != runtime.StatusCompleted {
 		t.Fatalf("run %s, %v; want it completed as before", st, err)
+	}
+}
+
+// awaitGone watches key until it is not in kv (never written, deleted or
+// purged) and tells whether it got there.
+func awaitGone(t *testing.T, kv jetstream.KeyValue, key string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a last resort: the watch ends it
+	defer cancel()
+	w, err := kv.Watch(ctx, key)
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	defer w.Stop()
+	present, initial := false, true
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return false
+			}
+			if e == nil {
+				initial = false
+			} else {
+				present = e.Operation() == jetstream.KeyValuePut
+			}
+			if !initial && !present {
+				return true
+			}
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -136,7 +165,7 @@ func TestChildEndingWhileTrackedLeavesTheActiveSet(t *testing.T) {
 	var n *actors.Node
 	var child atomic.Value // string
 	var once sync.Once
-	clear := actors.SetTrackedHook(func(sess, run string) {
+	tracked := func(sess, run string) {
 		once.Do(func() {
 			child.Store(run)
 			if _, err := n.Cancel(ctx, sess, run, "ended while tracked"); err != nil {
@@ -148,21 +177,18 @@ func TestChildEndingWhileTrackedLeavesTheActiveSet(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				if _, err := kv.Get(ctx, run); errors.Is(err, jetstream.ErrKeyNotFound) {
-					return // the end's purge landed; track's write comes next
-				}
+			// The end's purge lands; track's write comes next.
+			if !awaitGone(t, kv, run) {
+				t.Error("the cancelled child's end never purged its key")
 			}
-			t.Error("the cancelled child's end never purged its key")
 		})
-	})
-	defer clear()
+	}
 	parent := &model.Scripted{Steps: []model.Response{
 		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
 		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`)),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
 	}}
-	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}, hooks: actors.Hooks{Tracked: tracked}}
 	n = h.start(t)
 	t.Cleanup(n.Close)
 	sess, run, err := n.Run(ctx, "planner", "Spawn one.")

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
 	"github.com/cairn-agents/cairn/actors/lifecycle"
+	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/runtime"
 )
 
@@ -49,7 +49,7 @@ type runActor struct {
 	// cancel cancels the attempt in flight.
 	cancel context.CancelFunc
 	// retry is the armed retry timer, retryGen its generation.
-	retry    *time.Timer
+	retry    clock.Timer
 	retryGen uint64
 	// kept is the store handle the core keeps for the next attempt (a
 	// parked run whose next attempt, a child finished or a deadline, needs
@@ -199,7 +199,7 @@ func (a *runActor) perform(ctx actor.Context, eff lifecycle.Effect) {
 		a.disarmRetry()
 		a.retryGen++
 		gen := a.retryGen
-		a.retry = time.AfterFunc(e.At.Sub(n.now()), func() { root.Send(self, &retryFired{gen: gen}) })
+		a.retry = n.cfg.Clock.AfterFunc(e.At.Sub(n.now()), func() { root.Send(self, &retryFired{gen: gen}) })
 	case lifecycle.DisarmRetry:
 		a.disarmRetry()
 	case lifecycle.ArmDeadline:

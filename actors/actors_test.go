@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
@@ -91,8 +92,12 @@ type harness struct {
 	gc cjs.GroupCommit
 	// log, when set, receives the node's log records (and testLogger's
 	// are not written).
-	log  slog.Handler
-	node *actors.Node
+	log slog.Handler
+	// clock runs the node's timers; nil is the wall clock.
+	clock clock.Clock
+	// hooks of the node.
+	hooks actors.Hooks
+	node  *actors.Node
 }
 
 // start starts a node with a planner (subagent: worker) on the harness's
@@ -126,6 +131,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: idle, Logger: logger, Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
+		Clock: h.clock, Hooks: h.hooks,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +284,9 @@ func TestRestartMidWait(t *testing.T) {
 }
 
 // C28: a wait's deadline fires after a restart, returns the state and
-// cancels nothing; the parent then cancels its owned children (C27).
+// cancels nothing; the parent then cancels its owned children (C27). Both
+// nodes' clocks start at the same time and move only when the test moves
+// the second past the wait's deadline, once it armed it.
 func TestWaitTimeoutAfterRestartThenCancel(t *testing.T) {
 	g := &gate{} // never released
 	nc := natstest.Connect(t, natstest.Server(t))
@@ -288,7 +296,8 @@ func TestWaitTimeoutAfterRestartThenCancel(t *testing.T) {
 		model.Reply(model.Call("x", "cancel_calls", `{"ids":["a"]}`)),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"gave up"}}`)),
 	}}
-	h := &harness{nc: nc, parent: parent, child: childModel{g: g}}
+	start := time.Now()
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, clock: clock.NewFake(start)}
 	n1 := h.start(t)
 	sess, run, err := n1.Run(context.Background(), "planner", "Time out.")
 	if err != nil {
@@ -296,8 +305,11 @@ func TestWaitTimeoutAfterRestartThenCancel(t *testing.T) {
 	}
 	n1.Close() // before or after the wait registered: either way durable
 
+	clk := clock.NewFake(start)
+	h.clock = clk
 	n2 := h.start(t)
 	defer n2.Close()
+	advanceOnceArmed(t, clk, 3*time.Second)
 	result(t, n2, sess, run)
 	msgs := history(t, nc, sess, run)
 	wr := waitResult(t, msgs, "w")
@@ -440,47 +452,82 @@ func waitParked(t *testing.T, p *parked, run string) {
 	}
 }
 
-// D3: a parked parent with running children reads nothing as time passes:
-// the count of requests to JetStream's API (other than the completion
-// consumer's own pulls) does not grow.
+// D3: a parked parent with running children holds nothing and reads
+// nothing as time passes: its actor passivates, no timer of the node's
+// clock is armed for it, and a day passing on that clock fires nothing
+// (nothing polls); it wakes when its children report back.
 func TestNoPollingWhileParked(t *testing.T) {
 	g := &gate{}
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv)
+	nc := natstest.Connect(t, natstest.Server(t))
 	p := &parked{}
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink}
+	clk := clock.NewFake(time.Now())
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink, clock: clk, idle: 200 * time.Millisecond}
 	n := h.start(t)
 	defer n.Close()
+	stops := watchStops(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Wait quietly.")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitParked(t, p, run)
-	spy := natstest.Connect(t, srv)
-	var reads atomic.Int64
-	sub, err := spy.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		if !strings.HasPrefix(m.Subject, "$JS.API.CONSUMER.MSG.NEXT.") {
-			reads.Add(1)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
+	// Passivated: its park was handled to the end (a timer it armed would
+	// be armed by now).
+	waitEvent(t, stops.of(sess+"."+run), "the parked parent's actor passivates")
+	if armed := clk.Armed(); armed != 0 {
+		t.Fatalf("%d timers armed for a run parked without a deadline", armed)
 	}
-	defer sub.Unsubscribe()
-	_ = spy.Flush()
-	counts := []int64{}
-	for i := 0; i < 3; i++ {
-		time.Sleep(time.Second) // time passing is the point, not a synchronization
-		counts = append(counts, reads.Load())
-	}
-	// The first second may still see the parking attempt's last reads.
-	if counts[2] != counts[0] {
-		t.Fatalf("API requests while parked grow with time: %v after 1, 2, 3 s", counts)
+	if fired := clk.Advance(24 * time.Hour); fired != 0 {
+		t.Fatalf("%d timers fired in a day while the run was parked", fired)
 	}
 	for _, k := range []string{"1", "2", "3"} {
 		g.release(`{"n":` + k + `}`)
 	}
 	result(t, n, sess, run)
+}
+
+// signals closes a channel per key when its event happens (the first time).
+type signals struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func (e *signals) of(key string) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ch == nil {
+		e.ch = map[string]chan struct{}{}
+	}
+	if e.ch[key] == nil {
+		e.ch[key] = make(chan struct{})
+	}
+	return e.ch[key]
+}
+
+func (e *signals) happened(key string) {
+	ch := e.of(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// watchStops tells when run actors of n stop, by identity (session.run).
+func watchStops(t *testing.T, n *actors.Node) *signals {
+	e := &signals{}
+	t.Cleanup(n.OnActorStopped(e.happened))
+	return e
+}
+
+func waitEvent(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(60 * time.Second): // a last resort: the event is the mechanism
+		t.Fatalf("never happened: %s", what)
+	}
 }
 
 // D2: two nodes activate the same runs (a duplicate activation): the
@@ -631,23 +678,39 @@ func TestCrashAfterReservationCostsAStep(t *testing.T) {
 
 // C34: the root's wall-clock budget ends a run that is parked waiting on a
 // child that never finishes: the node wakes it at the deadline and the
-// attempt fails on the expired budget.
+// attempt fails on the expired budget. Half an hour's budget (the wait's
+// own timeout is an hour), on the node's clock, which the test moves past
+// it once the parked run armed it.
 func TestWallClockBudgetEndsParkedRun(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	g := &gate{} // never released
-	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, budget: runtime.Budget{Timeout: 2 * time.Second}}
+	clk := clock.NewFake(time.Now())
+	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, budget: runtime.Budget{Timeout: 30 * time.Minute}, clock: clk}
 	n := h.start(t)
 	defer n.Close()
 	sess, run, err := n.Run(context.Background(), "planner", "Out of time.")
 	if err != nil {
 		t.Fatal(err)
 	}
+	advanceOnceArmed(t, clk, 30*time.Minute+time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, _, err := n.Result(ctx, sess, run)
 	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "wall-clock deadline") {
 		t.Fatalf("= %s, %v; want the run failed on its wall-clock budget", st, err)
 	}
+}
+
+// advanceOnceArmed moves clk by d once a timer is armed on it (the
+// node's deadline timer: nothing else of a node alone runs on the clock).
+func advanceOnceArmed(t *testing.T, clk *clock.Fake, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a last resort
+	defer cancel()
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatalf("no deadline armed: %v", err)
+	}
+	clk.Advance(d)
 }
 
 // slowFirst delays its model's first answer past the node's idle timeout.
@@ -673,19 +736,17 @@ func TestParkedRunPassivatesAfterALongAttempt(t *testing.T) {
 		child: childModel{g: g}, idle: 300 * time.Millisecond, sink: p.sink}
 	n := h.start(t)
 	defer n.Close()
-	_, run, err := n.Run(context.Background(), "planner", "Park after a slow step.")
+	stops := watchStops(t, n)
+	sess, run, err := n.Run(context.Background(), "planner", "Park after a slow step.")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitParked(t, p, run)
 	// The three children are in their model calls (live); the parked
 	// parent must go.
-	deadline := time.Now().Add(30 * time.Second)
-	for n.LiveRuns() != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d run actors live 30s after the parent parked, want the 3 children only", n.LiveRuns())
-		}
-		time.Sleep(50 * time.Millisecond)
+	waitEvent(t, stops.of(sess+"."+run), "the parked parent's actor passivates")
+	if live := n.LiveRuns(); live != 3 {
+		t.Fatalf("%d run actors live once the parent passivated, want the 3 children", live)
 	}
 }
 
@@ -871,7 +932,7 @@ func TestChildFinishingWhileParentParks(t *testing.T) {
 	pending := make(chan string, 64)
 	var once sync.Once
 	var raced atomic.Bool
-	clear := actors.SetTestHooks(func(runID string) {
+	waitRead := func(runID string) {
 		once.Do(func() {
 			g.release(`{"n":1}`)
 			timeout := time.After(30 * time.Second)
@@ -887,13 +948,14 @@ func TestChildFinishingWhileParentParks(t *testing.T) {
 				}
 			}
 		})
-	}, func(runID string) {
+	}
+	clear := actors.SetPendingHook(func(runID string) {
 		select {
 		case pending <- runID:
 		default:
 		}
 	})
-	h := &harness{nc: nc, parent: parent, child: childModel{g: g}}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, hooks: actors.Hooks{WaitRead: waitRead}}
 	n := h.start(t)
 	defer clear()
 	defer n.Close()
@@ -914,39 +976,95 @@ func TestChildFinishingWhileParentParks(t *testing.T) {
 // C28: a run that waited with a timeout and then waits again without one
 // is woken at the deadline of the wait it is parked on, never at the
 // passed deadline of its earlier wait (which would wake it at once, and
-// again at every park, until its child finished).
+// again at every park, until its child finished). The first wait finds
+// its child done (the parent asks for it only then), so the run parks on
+// the second alone: with nothing due, no timer is armed, and the node's
+// clock passing the first wait's deadline wakes nothing.
 func TestEarlierWaitDeadlineDoesNotWake(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	g := &gate{}
 	g.release(`{"n":1}`)
-	parent := &model.Scripted{Steps: []model.Response{
+	aDone := make(chan struct{})
+	parent := &holdCall{call: "w1", until: aDone, Model: &model.Scripted{Steps: []model.Response{
 		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`), model.Call("b", "spawn_worker", `{"n":2}`)),
 		model.Reply(model.Call("w1", "wait_calls", `{"ids":["a"],"timeout_seconds":1}`)),
 		model.Reply(model.Call("w2", "wait_calls", `{"ids":["b"]}`)),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
-	}}
+	}}}
 	var reads atomic.Int64
-	clear := actors.SetTestHooks(func(string) { reads.Add(1) }, nil)
-	h := &harness{nc: nc, parent: parent, child: childModel{g: g}}
+	parked := &parkedOn{call: "w2", ch: make(chan struct{})}
+	clk := clock.NewFake(time.Now())
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, sink: parked.sink, clock: clk, idle: 200 * time.Millisecond,
+		hooks: actors.Hooks{WaitRead: func(string) { reads.Add(1) }}}
 	n := h.start(t)
-	defer clear()
 	defer n.Close()
+	stops := watchStops(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Wait twice.")
 	if err != nil {
 		t.Fatal(err)
 	}
+	as, ar := actors.ChildIDs(run, "a")
+	result(t, n, as, ar)
+	close(aDone)
+	waitEvent(t, parked.ch, "the parent parks on w2")
+	// Passivated: its parks were handled to the end (a timer one armed
+	// would be armed by now).
+	waitEvent(t, stops.of(sess+"."+run), "the parked parent's actor passivates")
 	// Past w1's deadline, with the parent parked on w2.
-	time.Sleep(2500 * time.Millisecond)
+	if armed := clk.Armed(); armed != 0 {
+		t.Fatalf("%d timers armed for a run parked on a wait without a deadline", armed)
+	}
+	if fired := clk.Advance(2 * time.Second); fired != 0 {
+		t.Fatalf("%d timers fired as the clock passed the first wait's deadline: the parked run was woken", fired)
+	}
 	g.release(`{"n":2}`)
 	result(t, n, sess, run)
-	// w1 read once or twice (a finishing), w2 once or twice (b finishing):
-	// a wake loop on w1's deadline makes hundreds.
+	// w1 read once, w2 a few times (its park, a wake a's completion left
+	// pending, b finishing): a wake loop on w1's deadline makes hundreds.
 	if got := reads.Load(); got > 6 {
-		t.Fatalf("the parent's waits read their children %d times: it was woken over and over while parked", got)
+		t.Fatalf("the parent's waits read their children %d times: it was woken while parked", got)
 	}
 	msgs := history(t, nc, sess, run)
 	if wr := waitResult(t, msgs, "w1"); wr.TimedOut || len(wr.Calls) != 1 || wr.Calls[0].Status != runtime.StatusCompleted {
 		t.Fatalf("w1 = %+v", wr)
+	}
+}
+
+// holdCall holds its model's response that makes call until until is
+// closed.
+type holdCall struct {
+	model.Model
+	call  string
+	until <-chan struct{}
+}
+
+func (h *holdCall) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	r, err := h.Model.Generate(ctx, req)
+	if err != nil {
+		return r, err
+	}
+	for _, c := range r.Message.ToolCalls() {
+		if c.ID == h.call {
+			select {
+			case <-h.until:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return r, nil
+}
+
+// parkedOn closes ch when a run parks on the wait call (the first time).
+type parkedOn struct {
+	call string
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (p *parkedOn) sink(_ events.Run, ev runtime.SinkEvent) {
+	if ev.Kind == runtime.SinkWaiting && ev.CallID == p.call {
+		p.once.Do(func() { close(p.ch) })
 	}
 }
 

@@ -276,8 +276,8 @@ func (c *controller) Wait(ctx context.Context, toolCallID string, req runtime.Wa
 	if err != nil {
 		return runtime.WaitResult{}, err
 	}
-	if testHookWaitRead != nil {
-		testHookWaitRead(c.run.RunID)
+	if h := c.n.cfg.Hooks.WaitRead; h != nil {
+		h(c.run.RunID)
 	}
 	done := 0
 	for _, in := range infos {
@@ -332,13 +332,10 @@ func (r rejection) Error() string { return r.msg }
 
 func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
 
-// Test hooks (nil outside tests; set before a node starts): a wait has
-// read its children; a wake reached a run whose attempt is running; track
-// read a child running and is about to put it in the active set.
-var (
-	testHookWaitRead, testHookPending func(runID string)
-	testHookTracked                   func(sessionID, runID string)
-)
+// testHookPending is called when a wake reaches a run whose attempt is
+// running (nil outside tests; set before a node starts). The last hook
+// that is a package global: the others are Config.Hooks.
+var testHookPending func(runID string)
 
 // classify makes every controller error but a rejection (and a wait that
 // parks) stop the attempt instead of reaching the model as a tool error: a

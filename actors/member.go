@@ -13,7 +13,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
@@ -137,7 +136,7 @@ func (n *Node) startMember(ctx context.Context) (*member, error) {
 	host, port := "127.0.0.1", 0
 	var ropts []remote.ConfigOption
 	if cc == nil {
-		m.provider = test.NewTestProvider(test.NewInMemAgent())
+		m.provider = soloProvider{}
 	} else {
 		if cc.Host != "" {
 			host = cc.Host
@@ -246,9 +245,9 @@ func (n *Node) run(m *member) {
 	}
 	var tick <-chan time.Time
 	if n.cfg.Cluster != nil {
-		t := time.NewTicker(n.sweepInterval())
+		t := n.cfg.Clock.NewTicker(n.sweepInterval())
 		defer t.Stop()
-		tick = t.C
+		tick = t.C()
 	}
 	select {
 	case <-m.ready:
@@ -307,7 +306,7 @@ func (n *Node) rejoin(old *member) {
 			return
 		}
 		n.logger.Warn("actors: rejoin failed; retrying", "err", err, "in", delay)
-		time.Sleep(delay)
+		time.Sleep(delay) // the wall clock, not Config.Clock: it waits for a transport
 	}
 }
 
@@ -365,6 +364,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		return fmt.Errorf("actors: sweep: read active runs: %w", err)
 	}
 	woken := 0
+	now := n.cfg.Clock.Now() // the log's times are the server's: ages are only as good as the clocks agree
 	for _, a := range mine {
 		if full {
 			// Local actors too: a parked one may be the run whose message
@@ -392,7 +392,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		// topology moved, and the run's handoff did not arrive (its actor
 		// there stopped, fenced out or moved, with no wake for the owner).
 		// Nothing else would wake it.
-		if found && live[l.Holder] && (l.Holder == m.id || time.Since(lease.Time) < 2*n.sweepInterval()) {
+		if found && live[l.Holder] && (l.Holder == m.id || now.Sub(lease.Time) < 2*n.sweepInterval()) {
 			continue
 		}
 		if !found {
@@ -410,7 +410,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 				}
 				continue
 			}
-			if !first && time.Since(created.Time) < unleasedGrace {
+			if !first && now.Sub(created.Time) < unleasedGrace {
 				continue // its wake is most likely on its way
 			}
 		}

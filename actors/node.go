@@ -55,6 +55,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/internal/lru"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -94,8 +95,14 @@ type Config struct {
 	Logger *slog.Logger
 	// IdleTimeout passivates an idle run actor; zero means 30s.
 	IdleTimeout time.Duration
-	// Now; nil means time.Now.
+	// Now; nil means Clock.Now.
 	Now func() time.Time
+	// Clock runs the node's timers and ages: the deadlines that wake
+	// parked runs, the sweep's ticker and the lease ages it compares, the
+	// backoff of a failed run's end; nil means the wall clock. A
+	// transport's retries (a request's, a rejoin's) stay on the wall
+	// clock: they wait for a connection or a member, not for a run's time.
+	Clock clock.Clock
 	// MaxRetries of an attempt that failed with an error that is not a
 	// budget, input or contract error; zero means 5. Then the run fails.
 	MaxRetries int
@@ -103,8 +110,8 @@ type Config struct {
 	// commit boundary; zero means 10s.
 	DrainTimeout time.Duration
 	// Cluster places run actors across the members of a cluster; nil
-	// runs this node as a cluster of one (protoactor-go's in-memory test
-	// provider). Store.Holder is set per member (its ID).
+	// runs this node as a cluster of one (soloProvider). Store.Holder is
+	// set per member (its ID).
 	Cluster *ClusterConfig
 	// Hooks are called at fixed points of the node's work, for tests that
 	// need an interleaving to happen every time; the zero value calls none.
@@ -117,6 +124,12 @@ type Hooks struct {
 	// and its record is not written yet; an error fails the start there,
 	// as a crash at that point would (the entry stays, no record).
 	Admitted func(sessionID, runID string) error
+	// WaitRead is called by a wait of run runID once it has read its
+	// children's states, before it decides to park.
+	WaitRead func(runID string)
+	// Tracked is called by a spawn when it has read its child running and
+	// is about to put it in the active set.
+	Tracked func(sessionID, runID string)
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
@@ -179,8 +192,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 30 * time.Second
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 5
@@ -194,8 +210,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
 		watchers: map[string][]chan struct{}{}, drain: make(chan struct{}), memberSet: make(chan struct{})}
-	// Real time, not cfg.Now: a deadline is a timer's business.
-	n.deadlines = newDeadlines(time.Now, func(sessionID, runID string) {
+	n.deadlines = newDeadlines(cfg.Clock, func(sessionID, runID string) {
 		n.mu.Lock()
 		closed := n.closed
 		n.mu.Unlock()
@@ -646,8 +661,8 @@ func (n *Node) track(ctx context.Context, key string, ch child) error {
 	if err != nil || !st.Status.Active() {
 		return err
 	}
-	if testHookTracked != nil {
-		testHookTracked(ch.SessionID, ch.RunID)
+	if h := n.cfg.Hooks.Tracked; h != nil {
+		h(ch.SessionID, ch.RunID)
 	}
 	return n.markActive(ctx, ch.SessionID, ch.RunID)
 }

@@ -70,10 +70,12 @@ func (n *Node) endFailed(ctx context.Context, sessionID, runID, reason string) {
 			return
 		}
 		n.logger.Warn("actors: write the end of a failed run; trying again", "run", runID, "in", delay, "err", err)
+		t := n.cfg.Clock.NewTimer(delay)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(delay):
+		case <-t.C():
 		}
 		delay = min(2*delay, 10*time.Second)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/internal/clock"
 )
 
 // wakeWorkers bounds the wake requests in flight on a node.
@@ -70,10 +71,13 @@ type deadlines struct {
 	mu    sync.Mutex
 	h     deadlineHeap
 	byRun map[string]*deadline // by identity
-	timer *time.Timer
+	timer clock.Timer
 	next  int64 // unix nanos the timer is set for; 0: none
 	fire  func(sessionID, runID string)
-	now   func() time.Time
+	clock clock.Clock
+	// stopped: nothing is added, armed or fired any more (a run actor
+	// that parks while the node shuts down arms nothing).
+	stopped bool
 }
 
 type deadline struct {
@@ -103,14 +107,22 @@ func (h *deadlineHeap) Pop() any {
 	return d
 }
 
-func newDeadlines(now func() time.Time, fire func(sessionID, runID string)) *deadlines {
-	return &deadlines{byRun: map[string]*deadline{}, fire: fire, now: now}
+// newDeadlines runs on clk: its time decides what is due, and its timer
+// fires then (a test's fake clock drives both).
+func newDeadlines(clk clock.Clock, fire func(sessionID, runID string)) *deadlines {
+	return &deadlines{byRun: map[string]*deadline{}, fire: fire, clock: clk}
 }
+
+// now is the time on the deadlines' clock.
+func (d *deadlines) now() time.Time { return d.clock.Now() }
 
 // add schedules a wake of the run at at, unless an earlier one is due.
 func (d *deadlines) add(sessionID, runID string, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.stopped {
+		return
+	}
 	key := identity(sessionID, runID)
 	ns := at.UnixNano()
 	if e := d.byRun[key]; e != nil {
@@ -139,7 +151,7 @@ func (d *deadlines) armLocked() {
 	d.next = first
 	delay := time.Duration(first-d.now().UnixNano()) + 10*time.Millisecond
 	if d.timer == nil {
-		d.timer = time.AfterFunc(delay, d.expire)
+		d.timer = d.clock.AfterFunc(delay, d.expire)
 	} else {
 		d.timer.Reset(delay)
 	}
@@ -167,6 +179,7 @@ func (d *deadlines) expire() {
 func (d *deadlines) stop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.stopped = true
 	if d.timer != nil {
 		d.timer.Stop()
 	}
