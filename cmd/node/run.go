@@ -110,24 +110,31 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The tree's runs may still print (the root's own last lines follow
+	// its commit, which Result may see first): the result is written under
+	// the progress lines' lock.
 	if o.json {
-		return json.NewEncoder(out).Encode(map[string]any{"run_id": runID, "session_id": sessionID, "status": st, "reply": reply,
-			"steps": steps, "input_tokens": in, "output_tokens": outTok})
+		return p.write(func(out io.Writer) error {
+			return json.NewEncoder(out).Encode(map[string]any{"run_id": runID, "session_id": sessionID, "status": st, "reply": reply,
+				"steps": steps, "input_tokens": in, "output_tokens": outTok})
+		})
 	}
-	fmt.Fprintf(out, "\n== %s: %s reply, valid against %s's output schema:\n", st, reply.Type, root.spec.Slug)
-	if reply.Type == runtime.ReplyNeedsInput {
-		fmt.Fprintln(out, reply.Question)
-	} else {
-		var pretty any
-		if json.Unmarshal(reply.Output, &pretty) == nil {
-			b, _ := json.MarshalIndent(pretty, "", "  ")
-			fmt.Fprintln(out, string(b))
+	return p.write(func(out io.Writer) error {
+		fmt.Fprintf(out, "\n== %s: %s reply, valid against %s's output schema:\n", st, reply.Type, root.spec.Slug)
+		if reply.Type == runtime.ReplyNeedsInput {
+			fmt.Fprintln(out, reply.Question)
+		} else {
+			var pretty any
+			if json.Unmarshal(reply.Output, &pretty) == nil {
+				b, _ := json.MarshalIndent(pretty, "", "  ")
+				fmt.Fprintln(out, string(b))
+			}
 		}
-	}
-	if uerr == nil {
-		fmt.Fprintf(out, "== totals: %d model steps, %d input and %d output tokens (the whole tree)\n", steps, in, outTok)
-	}
-	return nil
+		if uerr == nil {
+			fmt.Fprintf(out, "== totals: %d model steps, %d input and %d output tokens (the whole tree)\n", steps, in, outTok)
+		}
+		return nil
+	})
 }
 
 func same(a, b string) bool {
@@ -155,6 +162,14 @@ func (p *progress) say(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.out, format+"\n", args...)
+}
+
+// write calls f with the output under the lock of the progress lines,
+// which the runs' goroutines print: one writer at a time.
+func (p *progress) write(f func(io.Writer) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return f(p.out)
 }
 
 func (p *progress) emit(rec events.Run, ev runtime.SinkEvent) {
