@@ -123,7 +123,7 @@ func (w *Writer) scanFrom(ctx context.Context, filter string, start, end uint64,
 			return nil
 		}
 		if catchUp >= w.retries {
-			return fmt.Errorf("jetstream: scan %s: the replica answering stopped at %d, the leader has %d", filter, seen, end)
+			return fmt.Errorf("jetstream: scan %s: the replica answering stopped at %d, the leader has %d: %w", filter, seen, end, errReplicaBehind)
 		}
 		if err := w.sleep(ctx, catchUp); err != nil {
 			return err
@@ -190,7 +190,11 @@ func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.Raw
 		}
 	}
 	if w.replicas <= 1 {
-		if out, ok := w.multiLast(ctx, filters); ok {
+		out, ok, err := w.multiLast(ctx, filters)
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: lasts: %w", err)
+		}
+		if ok {
 			return out, nil
 		}
 	}
@@ -209,40 +213,46 @@ func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.Raw
 // and keeps, per filter, the latest. ok is false whenever the answer is not
 // known to be whole: too many subjects or bytes for one answer, a message
 // the server failed to load, a lost reply, a server restarting. The caller
-// then reads filter by filter, with Last's retries and its errors.
-func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool) {
+// then reads filter by filter, with Last's retries and its errors. But
+// when the connection is down, or no answer came in time, err says so
+// (Unavailable): reading on filter by filter would wait as long again for
+// each.
+func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool, err error) {
 	req, _ := json.Marshal(map[string]any{"multi_last": filters, "batch": maxLasts})
 	inbox, in, closeFn, err := w.replies.open()
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	defer closeFn()
 	if err := w.nc.PublishRequest("$JS.API.DIRECT.GET."+w.name, inbox, req); err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	out = make([]*jetstream.RawStreamMsg, len(filters))
 	received := false
 	for {
 		m, err := in.receive(ctx)
 		if err != nil {
-			return nil, false
+			if w.down() || (errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil) {
+				return nil, false, err
+			}
+			return nil, false, nil
 		}
 		if status := m.Header.Get("Status"); status != "" {
 			switch {
 			case status == "204": // end of batch: whole unless the server stopped early
 				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-				return out, pending == 0
+				return out, pending == 0, nil
 			case status == "404" && !received && m.Header.Get("Description") == "No Results":
-				return out, true // no subject matched
+				return out, true, nil // no subject matched
 			default:
 				// 413: too many subjects; 404 after messages: a resolved
 				// message failed to load; anything else: read one by one.
-				return nil, false
+				return nil, false, nil
 			}
 		}
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
-			return nil, false
+			return nil, false, nil
 		}
 		received = true
 		subject := m.Header.Get("Nats-Subject")

@@ -77,7 +77,7 @@ func (r *replies) deliver(m *nats.Msg) {
 	}
 }
 
-// receive waits for the next answer, at most 10 s (or the context's
+// receive waits for the next answer, at most opTimeout (or the context's
 // deadline).
 func (in *inbox) receive(ctx context.Context) (*nats.Msg, error) {
 	var t *time.Timer
@@ -92,7 +92,7 @@ func (in *inbox) receive(ctx context.Context) (*nats.Msg, error) {
 		}
 		in.mu.Unlock()
 		if t == nil {
-			wait := 10 * time.Second
+			wait := opTimeout
 			if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
 				wait = time.Until(d)
 			}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -47,10 +49,16 @@ type Server struct {
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until
-// it accepts connections.
+// it accepts connections. A store directory it cannot write (read-only, a
+// path through a file) is refused at once, naming the directory; so is
+// anything else that keeps JetStream from starting, with the server's own
+// reason.
 func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("jetstream: server: StoreDir is required")
+	}
+	if err := writable(cfg.StoreDir); err != nil {
+		return nil, err
 	}
 	host := cfg.Host
 	if host == "" {
@@ -86,13 +94,82 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: server: %w", err)
 	}
-	go srv.Start()
+	// The server reports what stops it from starting (JetStream that
+	// cannot open its store, a port in use) only to its logger, and then
+	// never accepts a connection: without one, a start failed as a 30 s
+	// wait and no reason.
+	fatal := &fatalLog{}
+	srv.SetLoggerV2(fatal, false, false, false)
+	srv.Start() // does not block
+	if err := fatal.err(); err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("jetstream: server (store %s): %w", cfg.StoreDir, err)
+	}
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
+		if err := fatal.err(); err != nil {
+			return nil, fmt.Errorf("jetstream: server (store %s): %w", cfg.StoreDir, err)
+		}
 		return nil, errors.New("jetstream: server: not ready for connections after 30s")
+	}
+	if !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		return nil, fmt.Errorf("jetstream: server (store %s): JetStream did not start", cfg.StoreDir)
 	}
 	return &Server{srv: srv}, nil
 }
+
+// writable makes sure dir exists and a file can be created in it: a
+// server whose JetStream cannot write its store directory does not start.
+func writable(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("jetstream: server: store directory %s cannot be created: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".cairn-write-check-*")
+	if err != nil {
+		return fmt.Errorf("jetstream: server: store directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	err = f.Close()
+	if rerr := os.Remove(name); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: server: store directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// fatalLog is the embedded server's logger: silent, but it keeps the
+// first fatal error the server reports (it does not exit on it, as the
+// server's own logger would).
+type fatalLog struct {
+	mu    sync.Mutex
+	first string
+}
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.first == "" {
+		l.first = fmt.Sprintf(format, v...)
+	}
+}
+
+func (l *fatalLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.first == "" {
+		return nil
+	}
+	return errors.New(l.first)
+}
+
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
 
 // Connect opens an in-process client connection (no socket).
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
@@ -119,6 +196,36 @@ func (s *Server) ClusterAddr() string {
 // has a meta leader.
 func (s *Server) JetStreamReady() bool {
 	return s.srv.JetStreamEnabled() && (s.srv.JetStreamIsClustered() == false || s.srv.JetStreamIsLeader() || s.srv.JetStreamIsCurrent())
+}
+
+// ErrStoreFailed: the embedded server's JetStream can no longer store, and
+// will not until the server restarts.
+var ErrStoreFailed = errors.New("jetstream: server: JetStream cannot store")
+
+// Healthy reports what keeps the server's JetStream from storing for good
+// (ErrStoreFailed), nil when nothing does. Two states last until the
+// server restarts, whatever the disk does meanwhile (nats-server 2.15):
+// JetStream turned off, which the server does when its disk is out of
+// space in a cluster (handleOutOfSpace) or denies it a write
+// (ShutdownJetStream; it turns JetStream on again only on a configuration
+// reload); and, on a single server, a stream whose store met a write
+// error (a full disk): the file store keeps the error and fails every
+// later write, answering the publisher nothing. A passing state (no meta
+// leader yet in a cluster) is not reported.
+func (s *Server) Healthy() error {
+	if !s.srv.JetStreamEnabled() {
+		return fmt.Errorf("%w: JetStream is turned off", ErrStoreFailed)
+	}
+	if s.srv.JetStreamIsClustered() {
+		return nil
+	}
+	h := s.srv.Healthz(&server.HealthzOptions{Details: true})
+	for _, e := range h.Errors {
+		if e.Type == server.HealthzErrorStream {
+			return fmt.Errorf("%w: %s", ErrStoreFailed, e.Error)
+		}
+	}
+	return nil
 }
 
 // Shutdown stops the server and waits until it has stopped, so its store

@@ -424,6 +424,8 @@ func (s *Store) resolve(ctx context.Context, e *events.Envelope) error {
 		return nil
 	}
 	ref := e.DataRef
+	ctx, cancel := context.WithTimeout(ctx, blobTimeout)
+	defer cancel()
 	b, err := s.blobs.GetBytes(ctx, ref.Key)
 	if err != nil {
 		return fmt.Errorf("jetstream: payload %s/%s: %w", ref.Bucket, ref.Key, err)
@@ -765,7 +767,9 @@ func (h *RunStore) settle(ctx context.Context, id string, cause error) (uint64, 
 func (h *RunStore) offload(ctx context.Context, ev events.Envelope, id string) ([]byte, map[string]string, error) {
 	sum := sha256.Sum256(ev.Data)
 	key := id + "." + hex.EncodeToString(sum[:8])
-	if _, err := h.s.blobs.PutBytes(ctx, key, ev.Data); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, blobTimeout)
+	defer cancel()
+	if _, err := h.s.blobs.PutBytes(pctx, key, ev.Data); err != nil {
 		return nil, nil, fmt.Errorf("jetstream: store payload %s: %w", key, err)
 	}
 	ev.DataRef = &events.ObjectRef{Bucket: blobBucket, Key: key, Size: int64(len(ev.Data)), SHA256: hex.EncodeToString(sum[:])}

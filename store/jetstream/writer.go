@@ -193,7 +193,9 @@ func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, e
 		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect, fence))
 	}
 	for attempt := 0; ; attempt++ {
-		ack, err := w.publishMsg(ctx, msg, opts...)
+		pctx, cancel := context.WithTimeout(ctx, opTimeout)
+		ack, err := w.publishMsg(pctx, msg, opts...)
+		cancel()
 		if err == nil {
 			return ack.Sequence, nil
 		}
@@ -203,7 +205,7 @@ func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, e
 			// message was stored and its acknowledgement lost (R1 answers a
 			// retry with 10071, not duplicate): the log decides.
 			return settle(ctx, err)
-		case transient(err) && attempt < w.retries && ctx.Err() == nil:
+		case transient(err) && attempt < w.retries && ctx.Err() == nil && !w.down():
 			w.log.Debug("jetstream: publish retry", "subject", msg.Subject, "msg_id", id, "attempt", attempt, "err", err)
 			if werr := w.sleep(ctx, attempt); werr != nil {
 				return 0, fmt.Errorf("jetstream: publish %s: %w (then %v)", id, err, werr)
@@ -223,7 +225,9 @@ func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, e
 			}
 		default:
 			// Unknown outcome: the caller decides (a run's attempt stops and
-			// recovery loads durable state, C8).
+			// recovery loads durable state, C8). While the connection is
+			// down a retry would only wait out another timeout: the caller
+			// waits for the outage to end (Unavailable).
 			return 0, fmt.Errorf("jetstream: publish %s: %w", id, err)
 		}
 	}
@@ -241,7 +245,7 @@ func (w *Writer) Last(ctx context.Context, subject string) (*jetstream.RawStream
 // decides something (a fence, a revision, a lost acknowledgement) from it.
 // A single-replica stream answers direct gets from its only copy.
 func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	return w.readOne(ctx, "last of "+subject, map[string]any{"last_by_subj": subject}, func() (*jetstream.RawStreamMsg, error) {
+	return w.readOne(ctx, "last of "+subject, map[string]any{"last_by_subj": subject}, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return w.stream.GetLastMsgForSubject(ctx, subject)
 	})
 }
@@ -252,22 +256,25 @@ func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStream
 // mirror serving direct gets).
 func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	req := map[string]any{"seq": seq}
-	return w.readOne(ctx, fmt.Sprintf("seq %d", seq), req, func() (*jetstream.RawStreamMsg, error) {
+	return w.readOne(ctx, fmt.Sprintf("seq %d", seq), req, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return w.getFromLeader(ctx, req)
 	})
 }
 
 // readOne reads one message (nil when there is none), retrying transient
-// errors: on a replicated stream with request, from the leader; on a
-// single replica with direct.
-func (w *Writer) readOne(ctx context.Context, what string, request map[string]any, direct func() (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
+// errors while the connection is up: on a replicated stream with request,
+// from the leader; on a single replica with direct. Each try is bounded
+// by opTimeout.
+func (w *Writer) readOne(ctx context.Context, what string, request map[string]any, direct func(context.Context) (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
 	var err error
 	for attempt := 0; attempt <= w.retries; attempt++ {
 		var m *jetstream.RawStreamMsg
 		if w.replicas > 1 {
 			m, err = w.getFromLeader(ctx, request)
 		} else {
-			m, err = direct()
+			rctx, cancel := context.WithTimeout(ctx, opTimeout)
+			m, err = direct(rctx)
+			cancel()
 		}
 		if err == nil {
 			return m, nil
@@ -275,7 +282,7 @@ func (w *Writer) readOne(ctx context.Context, what string, request map[string]an
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, nil
 		}
-		if !transient(err) || ctx.Err() != nil {
+		if !transient(err) || ctx.Err() != nil || w.down() {
 			break
 		}
 		if werr := w.sleep(ctx, attempt); werr != nil {
@@ -288,7 +295,7 @@ func (w *Writer) readOne(ctx context.Context, what string, request map[string]an
 // getFromLeader asks the stream leader's message-get API for one message.
 func (w *Writer) getFromLeader(ctx context.Context, request map[string]any) (*jetstream.RawStreamMsg, error) {
 	req, _ := json.Marshal(request)
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	resp, err := w.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+w.name, req)
 	if err != nil {
@@ -324,6 +331,11 @@ func (w *Writer) getFromLeader(ctx context.Context, request map[string]any) (*je
 	}
 	return m, nil
 }
+
+// down reports whether the connection is not connected: a request made
+// now waits, buffered, until it reconnects or times out, and a retry
+// would only wait out another timeout.
+func (w *Writer) down() bool { return !w.nc.IsConnected() }
 
 func (w *Writer) sleep(ctx context.Context, attempt int) error {
 	t := time.NewTimer(w.backoff << attempt)

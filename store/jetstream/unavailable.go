@@ -1,0 +1,99 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// opTimeout bounds each request to NATS the store makes (a publish, a
+// read, one answer of a batched read), whatever deadline the caller's
+// context has: a request sent just before the server went away is never
+// answered, and an attempt's context may last as long as its run's
+// wall-clock budget. nats.go bounds a request only when the context has
+// no deadline at all.
+const opTimeout = 5 * time.Second
+
+// blobTimeout bounds one object-store transfer (an out-of-line payload,
+// several chunks).
+const blobTimeout = 30 * time.Second
+
+// Unavailable reports whether err says that NATS or JetStream cannot serve
+// the request now for a reason that passes by itself or when an operator
+// acts: the connection is down, reconnecting or closed; a request timed
+// out or found no responder (no JetStream server, no stream leader); the
+// store refused a write for lack of room (a full disk, a stream at its
+// limits). Such an error says nothing about the request: whoever meets one
+// waits and tries again, however long the outage lasts. It is false for a
+// conflict (a wrong last sequence: another writer got in first) and for
+// errors of the request itself (a message too large, a malformed subject,
+// a missing stream), which no wait fixes.
+//
+// The JetStream API codes taken as an outage (nats-server's errors.json):
+// 10008 JetStream system temporarily unavailable; 10023 insufficient
+// resources (the server's storage limit reached); 10028 and 10047
+// insufficient memory or storage resources; 10039 and 10076 JetStream not
+// enabled (for the account), which is what a server answers after it
+// turned JetStream off on a write error; 10077 the stream failed to store
+// the message (maximum bytes or messages exceeded: a full stream), except
+// for a message too large for the stream; 10163 a new stream leader still
+// applying its log.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return unavailableAPI(api)
+	}
+	for _, target := range outages {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// outages are the client-side errors of an outage.
+var outages = []error{
+	nats.ErrTimeout, context.DeadlineExceeded, nats.ErrNoResponders,
+	nats.ErrConnectionClosed, nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrNoServers,
+	nats.ErrStaleConnection, nats.ErrReconnectBufExceeded,
+	jetstream.ErrNoStreamResponse, jetstream.ErrServerShutdown, jetstream.ErrNoHeartbeat, jetstream.ErrAsyncPublishTimeout,
+	errReplicaBehind,
+}
+
+// Codes of JetStream API errors (nats-server's errors.json).
+const (
+	codeClusterNotAvailable     = 10008
+	codeInsufficientResources   = 10023
+	codeMemoryResourcesExceeded = 10028
+	codeNotEnabledForAccount    = 10039
+	codeStorageExceeded         = 10047
+	codeNotEnabled              = 10076
+	codeStoreFailed             = 10077
+	codeLeaderNotReady          = 10163
+)
+
+func unavailableAPI(api *jetstream.APIError) bool {
+	switch api.ErrorCode {
+	case codeClusterNotAvailable, codeInsufficientResources, codeMemoryResourcesExceeded, codeNotEnabledForAccount,
+		codeStorageExceeded, codeNotEnabled, codeLeaderNotReady:
+		return true
+	case codeStoreFailed:
+		// The server puts the store's own error in the description; a
+		// message larger than the stream allows is the request's fault
+		// (server.ErrMsgTooLarge), every other failure to store is a lack
+		// of room or a failing disk.
+		return !strings.Contains(api.Description, "message size exceeds maximum")
+	}
+	return false
+}
+
+// errReplicaBehind: a read answered by a stream replica that stays behind
+// its leader.
+var errReplicaBehind = errors.New("jetstream: the replica answering is behind the stream leader")
