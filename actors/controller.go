@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -160,17 +158,22 @@ func (c *controller) same(existing *events.Run, want events.Run) (runtime.AgentR
 }
 
 // owned returns the child a call ID names, or an error when this run has no
-// such child.
+// such child. The answer is committed (a rejection the model sees), so it
+// is read from the children bucket's stream leader: a replica that is
+// behind would answer "not found" for a child this run recorded a moment
+// ago (a paused node's replica just back, say), and the run would be told
+// for good that its own child is not one. A failed read stops the attempt
+// (classify), never reaches the model.
 func (c *controller) owned(ctx context.Context, callID string) (child, error) {
-	kve, err := c.n.children.Get(ctx, c.childKey(callID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return child{}, reject("call %q is not a child of this run", callID)
-	}
+	v, _, found, err := c.n.childrenW.get(ctx, c.childKey(callID))
 	if err != nil {
 		return child{}, fmt.Errorf("actors: children of %s: %w", c.run.RunID, err)
 	}
+	if !found {
+		return child{}, reject("call %q is not a child of this run", callID)
+	}
 	var ch child
-	if err := jsonUnmarshal(kve.Value(), &ch); err != nil {
+	if err := jsonUnmarshal(v, &ch); err != nil {
 		return child{}, err
 	}
 	return ch, nil

@@ -82,6 +82,26 @@ func (k *kvWriter) purge(ctx context.Context, key string, ttl time.Duration, at 
 	return err
 }
 
+// get returns key's value and revision, found false when the key has none
+// (never written, deleted or purged). It reads the key's last message
+// through the Writer: on a replicated bucket from the stream's leader. A
+// bucket's own Get may be answered by a direct get from any replica, one
+// that is behind: its "not found" for a key written a moment ago (a
+// child just recorded, a budget entry just created) would be taken as the
+// truth by whoever decides on it. A single replica's only copy is read
+// directly. Each read is bounded (the Writer's per-request timeout).
+func (k *kvWriter) get(ctx context.Context, key string) (value []byte, rev uint64, found bool, err error) {
+	m, err := k.w.Last(ctx, k.subject(key))
+	if err != nil || m == nil {
+		return nil, 0, false, err
+	}
+	switch m.Header.Get(kvOperation) {
+	case kvOperationDel, kvOperationPurge:
+		return nil, m.Sequence, false, nil
+	}
+	return m.Data, m.Sequence, true, nil
+}
+
 // entries calls fn with the value of every key under prefix (the keys
 // "<prefix>.>"; every key for ""), in key order, as Get would return it:
 // the last value of each key, deleted and purged keys left out. It reads

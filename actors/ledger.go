@@ -23,10 +23,13 @@ var ErrBudget = errors.New("actors: budget exhausted")
 // ledger is the durable budget of root runs: one JetStream KV entry per
 // root, updated with compare-and-set, so replicas and restarts never lose
 // or double a reservation. Descendants draw on their root's entry. Reads
-// go through the bucket; writes through a kvWriter, so that when many runs
-// reserve at once their writes share atomic batches (group commit), and a
+// and writes go through a kvWriter: reads from the stream leader (a
+// budget decides whether a step may be taken), writes so that when many
+// runs reserve at once they share atomic batches (group commit), and a
 // lost acknowledgement is settled by Msg-Id instead of applied twice.
 type ledger struct {
+	// kv is the bucket, as created; nothing reads through it (its Get may
+	// be answered by a replica that is behind).
 	kv  jetstream.KeyValue
 	w   *kvWriter
 	now func() time.Time
@@ -104,17 +107,21 @@ func (v *budgetView) set(e budgetEntry, rev uint64) {
 	v.e, v.rev, v.known = e, rev, true
 }
 
-// read returns a root's entry and its revision.
+// read returns a root's entry and its revision, read from the stream
+// leader; an error wrapping jetstream.ErrKeyNotFound when it has none.
 func (l *ledger) read(ctx context.Context, root string) (budgetEntry, uint64, error) {
-	kve, err := l.kv.Get(ctx, root)
+	v, rev, found, err := l.w.get(ctx, root)
+	if err == nil && !found {
+		err = jetstream.ErrKeyNotFound
+	}
 	if err != nil {
 		return budgetEntry{}, 0, fmt.Errorf("actors: budget of %s: %w", root, err)
 	}
 	var e budgetEntry
-	if err := json.Unmarshal(kve.Value(), &e); err != nil {
+	if err := json.Unmarshal(v, &e); err != nil {
 		return budgetEntry{}, 0, fmt.Errorf("actors: budget of %s: %w", root, err)
 	}
-	return e, kve.Revision(), nil
+	return e, rev, nil
 }
 
 // update applies f to a root's entry with compare-and-set, retrying on
@@ -214,9 +221,11 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 // waits keeps each wait_calls registration: its dependencies and its
 // original deadline, created once per tool call (C28).
 type waits struct {
+	// kv is the bucket, as created; nothing reads through it (its Get may
+	// be answered by a replica that is behind).
 	kv jetstream.KeyValue
 	// w creates registrations (batched with the node's other writes) and
-	// lists a run's without a consumer.
+	// reads them from the stream leader.
 	w   *kvWriter
 	now func() time.Time
 	// known caches registrations (created once, never changed): a parked
@@ -258,15 +267,20 @@ func (w *waits) register(ctx context.Context, runID, callID string, req runtime.
 	if !errors.Is(err, runtime.ErrConflict) {
 		return waitEntry{}, fmt.Errorf("actors: register wait: %w", err)
 	}
-	kve, err := w.kv.Get(ctx, key)
+	// Registered before: the stored one stands (read from the leader: the
+	// create that refused this one is on it).
+	v, _, found, err := w.w.get(ctx, key)
+	if err == nil && !found {
+		err = fmt.Errorf("%w: the create was refused and the key has no value", jetstream.ErrKeyNotFound)
+	}
 	if err != nil {
 		return waitEntry{}, fmt.Errorf("actors: read wait: %w", err)
 	}
 	var stored waitEntry
-	if err := json.Unmarshal(kve.Value(), &stored); err != nil {
-		return waitEntry{}, err
+	if err := json.Unmarshal(v, &stored); err != nil {
+		return waitEntry{}, fmt.Errorf("actors: read wait: %w", err)
 	}
-	w.known.Add(key, stored, len(key)+len(kve.Value()))
+	w.known.Add(key, stored, len(key)+len(v))
 	return stored, nil
 }
 
@@ -280,17 +294,17 @@ func (w *waits) deadline(ctx context.Context, runID, callID string) (time.Time, 
 	key := waitKey(runID, callID)
 	e, ok := w.known.Get(key)
 	if !ok {
-		kve, err := w.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return time.Time{}, nil
-		}
+		v, _, found, err := w.w.get(ctx, key)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("actors: read wait %s of %s: %w", callID, runID, err)
 		}
-		if err := json.Unmarshal(kve.Value(), &e); err != nil {
+		if !found { // read from the leader: not registered
+			return time.Time{}, nil
+		}
+		if err := json.Unmarshal(v, &e); err != nil {
 			return time.Time{}, fmt.Errorf("actors: read wait %s of %s: %w", callID, runID, err)
 		}
-		w.known.Add(key, e, len(key)+len(kve.Value()))
+		w.known.Add(key, e, len(key)+len(v))
 	}
 	if e.Deadline == 0 {
 		return time.Time{}, nil

@@ -152,7 +152,10 @@ type Node struct {
 	caps    map[string]runtime.Capability
 	logger  *slog.Logger
 
-	consume   jetstream.ConsumeContext
+	// consume delivers completions (completions.go); ready probes the
+	// node's readiness (ready.go).
+	consume   *completions
+	ready     readiness
 	wakes     wakeQueue
 	deadlines *deadlines
 	// finishing bounds the completions handled at once; handlers holds
@@ -309,6 +312,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.waits = &waits{kv: waitsKV, w: waitsW, now: cfg.Now, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
+	if err := n.openReadiness(ctx, js, replicas); err != nil {
+		return nil, err
+	}
 
 	m, err := n.startMember(ctx)
 	if err != nil {
@@ -583,28 +589,41 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	var outage time.Duration
 	for {
 		ch := make(chan struct{})
 		n.mu.Lock()
 		n.watchers[runID] = append(n.watchers[runID], ch)
 		n.mu.Unlock()
+		// A safety net for a lost signal, not the mechanism.
+		again := time.Minute
 		st, err := n.log.status(ctx, sessionID, runID)
-		if err != nil {
+		switch {
+		case err != nil && (!unavailable(err) || ctx.Err() != nil):
 			return "", nil, err
-		}
-		if !st.Status.Active() {
+		case err != nil:
+			// NATS is out: the run waits the outage out, and so does its
+			// caller, reading again (backing off) until it ends.
+			outage = min(max(2*outage, 100*time.Millisecond), 10*time.Second)
+			again = outage
+		case !st.Status.Active():
 			if st.Error != "" {
 				return st.Status, nil, fmt.Errorf("actors: run %s %s: %s", runID, st.Status, st.Error)
 			}
 			return st.Status, st.Reply, nil
+		default:
+			outage = 0
 		}
+		t := time.NewTimer(again)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return "", nil, ctx.Err()
 		case <-ch:
 		case <-finished:
-		case <-time.After(time.Minute): // a safety net for a lost signal, not the mechanism
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
@@ -738,51 +757,6 @@ func (n *Node) wakeAt(sessionID, runID string, at time.Time) { n.deadlines.add(s
 // stop tells a run's actor to stop its attempt.
 func (n *Node) stop(sessionID, runID, reason string) {
 	go n.request(identity(sessionID, runID), &actorspb.Stop{SessionId: sessionID, RunId: runID, Reason: reason})
-}
-
-// startConsumer delivers completions, cancellations and failures to parents
-// through a durable consumer: a message is acknowledged only after the
-// parent's actor accepted it, so a crash in between redelivers it.
-func (n *Node) startConsumer(ctx context.Context, stream jetstream.Stream) error {
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:        "cairn_finished",
-		FilterSubjects: []string{events.AllCompletions, events.AllEnded},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		// A member that stops (or is paused) holds the completions it
-		// pulled until they are redelivered: keep that short.
-		AckWait:       10 * time.Second,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("actors: completion consumer: %w", err)
-	}
-	// Completions are handled concurrently (each is a run-record read, a
-	// write to the active set and a message to the parent, and belongs to
-	// a run of its own), bounded; the callback blocks when all slots are
-	// busy, so the consumer's pending acknowledgements stay bounded too.
-	n.finishing = make(chan struct{}, finishConcurrency)
-	n.consume, err = cons.Consume(func(msg jetstream.Msg) {
-		n.finishing <- struct{}{}
-		n.mu.Lock()
-		if n.finStopped { // shutting down: redelivered to whoever runs next
-			n.mu.Unlock()
-			<-n.finishing
-			return
-		}
-		n.handlers.Add(1)
-		n.mu.Unlock()
-		go func() {
-			defer func() {
-				<-n.finishing
-				n.handlers.Done()
-			}()
-			n.finished(msg)
-		}()
-	})
-	if err != nil {
-		return fmt.Errorf("actors: completion consumer: %w", err)
-	}
-	return nil
 }
 
 // finishConcurrency is the number of completions handled at once.

@@ -1,0 +1,111 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// readyBucket holds the readiness probes' writes: a key per probe, each
+// gone after readyProbeTTL (the bucket's MaxAge), on as many replicas as
+// the log, so that a probe lands where the log's writes would.
+const readyBucket = "cairn_ready"
+
+// Readiness bounds.
+const (
+	readyProbeTTL = time.Minute
+	// probeTimeout bounds one probe write: a disk that answers nothing (a
+	// full one, on a single server) must not hold the caller.
+	probeTimeout = 2 * time.Second
+	// probeReuse is how long a probe's answer stands for the callers that
+	// come after it: a /readyz polled often, or every start of a run,
+	// costs one write (an fsync) a second at most.
+	probeReuse = time.Second
+)
+
+// readiness is the node's record of its last probe.
+type readiness struct {
+	w   *kvWriter // nil until Start opened the bucket
+	seq atomic.Uint64
+
+	mu     sync.Mutex // one probe at a time; the others reuse its answer
+	at     time.Time
+	ok     bool
+	reason string
+}
+
+// openReadiness creates the probe bucket and its writer (through the
+// store's, so a probe goes the way of the node's other writes).
+func (n *Node) openReadiness(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	cctx, cancel := context.WithTimeout(ctx, consumerOpTimeout)
+	defer cancel()
+	if _, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{Bucket: readyBucket, Storage: jetstream.FileStorage,
+		Replicas: replicas, TTL: readyProbeTTL}); err != nil {
+		return fmt.Errorf("actors: bucket %s: %w", readyBucket, err)
+	}
+	w, err := n.store.WriterOn(ctx, "KV_"+readyBucket)
+	if err != nil {
+		return fmt.Errorf("actors: bucket %s: %w", readyBucket, err)
+	}
+	n.ready.w = newKVWriter(w, readyBucket)
+	return nil
+}
+
+// Ready reports whether the node can take work and commit it now, and
+// when it cannot, why: NATS is connected, this member is in its cluster's
+// topology and its membership is current, and a probe write lands (a key
+// of its own in a bucket replicated as the log, expiring). A JetStream
+// that refuses writes (a full disk or stream, no stream leader, JetStream
+// turned off) fails the probe. The probe is bounded by probeTimeout, and
+// its answer stands for probeReuse.
+func (n *Node) Ready(ctx context.Context) (bool, string) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return false, "the node is closing"
+	}
+	if st := n.cfg.Conn.Status(); st != nats.CONNECTED {
+		return false, "NATS is not connected (" + st.String() + ")"
+	}
+	m := n.current()
+	if m == nil || n.ready.w == nil {
+		return false, "the node is starting"
+	}
+	if !m.isCurrent() {
+		return false, "this member's membership is not current (paused or cut off past its TTL); it is joining again"
+	}
+	m.mu.Lock()
+	_, in := m.members[m.id]
+	m.mu.Unlock()
+	if !in {
+		return false, "this member is not in the cluster's topology yet"
+	}
+	return n.probe(ctx, m.id)
+}
+
+// probe writes a key of its own to the probe bucket, or returns the answer
+// of a probe made less than probeReuse ago.
+func (n *Node) probe(ctx context.Context, member string) (bool, string) {
+	r := &n.ready
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.at.IsZero() && time.Since(r.at) < probeReuse {
+		return r.ok, r.reason
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	key := keyOf(member) + "." + strconv.FormatUint(r.seq.Add(1), 36)
+	_, err := r.w.put(ctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	r.at, r.ok, r.reason = time.Now(), err == nil, ""
+	if err != nil {
+		r.reason = "a probe write to JetStream failed: " + err.Error()
+	}
+	return r.ok, r.reason
+}
