@@ -1,0 +1,29 @@
+// Package chaos breaks Cairn nodes the way a harsh operator would, on a
+// schedule derived from one seed, and audits the run log afterwards for
+// safety (no revision twice, no commit under a superseded lease, no run_js
+// dispatched twice) and for liveness (every admitted run reaches exactly
+// one end, none failed, none left running).
+//
+// The package holds the two pure cores of that harness, so each can be
+// tested on its own:
+//
+//   - Plan turns a seed into a fault schedule for a topology: which fault,
+//     on which process, after how long, held for how long. The same seed
+//     gives the same schedule on every machine.
+//   - Audit reads the records of the run log (ReadLog fetches them from a
+//     JetStream stream) with the client's acknowledged submissions and
+//     reports every violation, the runs without an end and the figures
+//     (ends, wake latencies).
+//
+// The harness itself (node and nats-server processes, kill -9, SIGSTOP,
+// a filled tmpfs, the HTTP client that submits researcher runs with
+// idempotency keys) lives in the package's tests:
+//
+//	go test -v ./test/chaos                      # one seed per topology, 4 faults
+//	CAIRN_CHAOS_SEEDS=5 CAIRN_CHAOS_FAULTS=20 go test -timeout 3h -v ./test/chaos
+//	CAIRN_CHAOS_SEED=1234 go test -v -run TestThreeNodes ./test/chaos   # replay a seed
+//
+// A replayed seed repeats the schedule (faults, targets, gaps, holds), not
+// the interleaving: the runs' progress when a fault lands depends on the
+// machine.
+package chaos
