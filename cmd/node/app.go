@@ -54,11 +54,15 @@ func (o nodeOptions) discoverWait() time.Duration {
 
 // app is a running node with what the verbs need around it.
 type app struct {
-	dep   *deployment
-	nc    *nats.Conn
-	js    njs.JetStream
-	node  *actors.Node
-	close func()
+	dep  *deployment
+	nc   *nats.Conn
+	js   njs.JetStream
+	node *actors.Node
+	// health reports what keeps the embedded NATS server's JetStream from
+	// storing until it restarts (jetstream.Server.Healthy); nil with an
+	// external server.
+	health func() error
+	close  func()
 }
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {
@@ -77,7 +81,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		}
 		models[slug] = m
 	}
-	nc, closeNATS, err := connect(o)
+	nc, closeNATS, health, err := connectWatched(o)
 	if err != nil {
 		return nil, err
 	}
@@ -142,34 +146,51 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		return nil, err
 	}
 	started = true
-	return &app{dep: dep, nc: nc, js: js, node: node, close: func() { node.Close(); mcpHost.Close(); closeNATS() }}, nil
+	return &app{dep: dep, nc: nc, js: js, node: node, health: health, close: func() { node.Close(); mcpHost.Close(); closeNATS() }}, nil
 }
 
 func connect(o nodeOptions) (*nats.Conn, func(), error) {
+	nc, closeFn, _, err := connectWatched(o)
+	return nc, closeFn, err
+}
+
+// connectWatched is connect that also returns the embedded server's
+// health (nil with an external server).
+func connectWatched(o nodeOptions) (*nats.Conn, func(), func() error, error) {
 	if o.natsURL != "" {
 		nc, err := nats.Connect(o.natsURL, nats.MaxReconnects(-1))
 		if err != nil {
-			return nil, nil, fmt.Errorf("nats %s: %w", o.natsURL, err)
+			return nil, nil, nil, fmt.Errorf("nats %s: %w", o.natsURL, err)
 		}
-		return nc, nc.Close, nil
+		return nc, nc.Close, nil, nil
 	}
 	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if scfg.Cluster != nil {
-		return o.cluster.connectEmbedded(scfg, o)
+		nc, closeFn, err := o.cluster.connectEmbedded(scfg, o)
+		health := func() error {
+			o.cluster.embedded.mu.Lock()
+			srv := o.cluster.embedded.srv
+			o.cluster.embedded.mu.Unlock()
+			if srv == nil { // shut down: the node is closing
+				return nil
+			}
+			return srv.Healthy()
+		}
+		return nc, closeFn, health, err
 	}
 	srv, err := jetstream.StartServer(scfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := srv.Connect()
 	if err != nil {
 		srv.Shutdown()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+	return nc, func() { nc.Close(); srv.Shutdown() }, srv.Healthy, nil
 }
 
 // commitMode is the --group-commit flag (CAIRN_GROUP_COMMIT): adaptive (the

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections/runindex"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // serveOptions configure `node serve`. Precedence: flags, then CAIRN_*
@@ -137,13 +138,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	api := &api{a: a, ix: ix, tokens: o.tokens, log: o.logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.nc.IsConnected() {
-			http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	})
+	mux.HandleFunc("GET /readyz", api.readyz) // ready.go
 	mux.Handle("GET /metrics", m)
 	mux.HandleFunc("POST /v1/runs", api.auth(api.start))
 	mux.HandleFunc("GET /v1/runs", api.auth(api.list))
@@ -165,16 +160,32 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	o.logger.Info("node serving", "addr", ln.Addr().String(), "agents", len(a.dep.agents), "auth", len(o.tokens) > 0)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	// The embedded server's JetStream, once unable to store, stays so
+	// until the server restarts: serve exits non-zero (watch.go).
+	stored := make(chan error, 1)
+	if a.health != nil {
+		t := time.NewTicker(jetStreamCheck)
+		defer t.Stop()
+		go func() { stored <- watchJetStream(ctx, t.C, a.health, jetStreamStrikes) }()
+	}
+	var fatal error
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		return err
+	case fatal = <-stored:
+		if fatal != nil {
+			o.logger.Error("node stops: a restart of the node restarts its NATS server", "err", fatal)
+		}
 	}
 	// Graceful: stop taking requests; the deferred close stops the actors
 	// (attempts end at a commit boundary or are resumed by the next owner).
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); fatal == nil {
+		return err
+	}
+	return fatal
 }
 
 type api struct {
@@ -278,6 +289,9 @@ func (x *api) start(w http.ResponseWriter, r *http.Request, principal string) {
 		writeError(w, http.StatusBadRequest, "invalid", "agent: is required")
 		return
 	}
+	if !x.admitting(w, r) { // ready.go: a 503 at once while the node cannot commit
+		return
+	}
 	s, err := x.a.node.StartRun(r.Context(), actors.StartRequest{Owner: principal, Agent: req.Agent, Message: req.Message, IdempotencyKey: key})
 	if x.nodeError(w, err) {
 		return
@@ -312,6 +326,8 @@ func (x *api) nodeError(w http.ResponseWriter, err error) bool {
 	case errors.Is(err, actors.ErrUnavailable):
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "%v", err)
+	case jetstream.Unavailable(err): // NATS out, JetStream refusing writes: nothing to fix in the request
+		unavailable(w, "NATS cannot serve the request now: %v", err)
 	default:
 		x.log.Error("api", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the node could not complete the request")
@@ -352,7 +368,7 @@ func (x *api) continueRun(w http.ResponseWriter, r *http.Request, principal stri
 	var req struct {
 		Message string `json:"message"`
 	}
-	if !decodeBody(w, r, &req) {
+	if !decodeBody(w, r, &req) || !x.admitting(w, r) {
 		return
 	}
 	run, err := x.a.node.Continue(r.Context(), e.SessionID, req.Message)
