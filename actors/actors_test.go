@@ -515,13 +515,13 @@ func (e *signals) happened(key string) {
 }
 
 // watchStops tells when run actors of n stop, by identity (session.run).
-func watchStops(t *testing.T, n *actors.Node) *signals {
+func watchStops(t testing.TB, n *actors.Node) *signals {
 	e := &signals{}
 	t.Cleanup(n.OnActorStopped(e.happened))
 	return e
 }
 
-func waitEvent(t *testing.T, ch <-chan struct{}, what string) {
+func waitEvent(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:

@@ -68,6 +68,7 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, sink: p.sink, budget: cruntime.Budget{Timeout: 24 * time.Hour}, idle: time.Second}
 	n := h.start(b)
 	defer n.Close()
+	stops := watchStops(b, n)
 	heap := func() uint64 {
 		runtime.GC()
 		runtime.GC()
@@ -77,18 +78,18 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 	}
 	before := heap()
 	start := time.Now()
-	runs := make([]string, *parkedRuns)
+	runs := make([][2]string, *parkedRuns)
 	for i := range runs {
-		_, run, err := n.Run(context.Background(), "planner", fmt.Sprintf("Park %d.", i))
+		sess, run, err := n.Run(context.Background(), "planner", fmt.Sprintf("Park %d.", i))
 		if err != nil {
 			b.Fatal(err)
 		}
-		runs[i] = run
+		runs[i] = [2]string{sess, run}
 	}
-	for _, run := range runs {
-		waitParked(&testing.T{}, p, run)
+	for _, r := range runs {
+		waitParked(&testing.T{}, p, r[1])
+		waitEvent(b, stops.of(r[0]+"."+r[1]), "a parked parent passivates (IdleTimeout 1s)")
 	}
-	time.Sleep(3 * time.Second) // let idle parents passivate (IdleTimeout 1s)
 	after := heap()
 	b.ReportMetric(float64(after-before)/float64(len(runs)), "heap-B/parked-run")
 	b.ReportMetric(time.Since(start).Seconds(), "setup-s")
