@@ -143,8 +143,8 @@ func (a *runActor) woken(ctx actor.Context, reason lifecycle.Reason) {
 	if a.closing() {
 		a.step(ctx, lifecycle.Drain{})
 	}
-	if a.core.State() == lifecycle.Running && testHookPending != nil {
-		testHookPending(a.run)
+	if h := a.n.cfg.Hooks.Pending; h != nil && a.core.State() == lifecycle.Running {
+		h(a.run)
 	}
 	a.step(ctx, lifecycle.Woken{Reason: reason})
 }

@@ -949,15 +949,14 @@ func TestChildFinishingWhileParentParks(t *testing.T) {
 			}
 		})
 	}
-	clear := actors.SetPendingHook(func(runID string) {
+	onPending := func(runID string) {
 		select {
 		case pending <- runID:
 		default:
 		}
-	})
-	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, hooks: actors.Hooks{WaitRead: waitRead}}
+	}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, hooks: actors.Hooks{WaitRead: waitRead, Pending: onPending}}
 	n := h.start(t)
-	defer clear()
 	defer n.Close()
 	sess, run, err := n.Run(context.Background(), "planner", "Race.")
 	if err != nil {

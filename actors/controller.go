@@ -335,11 +335,6 @@ func (r rejection) Error() string { return r.msg }
 
 func reject(format string, args ...any) error { return rejection{fmt.Sprintf(format, args...)} }
 
-// testHookPending is called when a wake reaches a run whose attempt is
-// running (nil outside tests; set before a node starts). The last hook
-// that is a package global: the others are Config.Hooks.
-var testHookPending func(runID string)
-
 // classify makes every controller error but a rejection (and a wait that
 // parks) stop the attempt instead of reaching the model as a tool error: a
 // read that failed while a stream leader moved after a node died says

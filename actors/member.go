@@ -16,6 +16,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/cairn-agents/cairn/actors/lifecycle"
+	"github.com/cairn-agents/cairn/actors/sweep"
 	"github.com/cairn-agents/cairn/events"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
@@ -331,18 +333,17 @@ func (n *Node) sweepInterval() time.Duration {
 // written to the log.
 func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	m.mu.Lock()
-	members := make(cluster.Members, 0, len(m.members))
+	members := make([]sweep.Member, 0, len(m.members))
 	live := make(map[string]bool, len(m.members))
 	for id, mem := range m.members {
-		members = append(members, mem)
+		members = append(members, sweep.Member{ID: id, Addr: mem.Address()})
 		live[id] = true
 	}
 	m.mu.Unlock()
 	if !live[m.id] {
 		return nil // not in the topology (yet): others own everything
 	}
-	rdv := cluster.NewRendezvous()
-	rdv.UpdateMembers(members)
+	place := sweep.Place(members)
 	var mine []activeEntry
 	var stale []staleMarker
 	err := n.activeW.scan(ctx, "", func(run string, value []byte) error {
@@ -351,12 +352,12 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 			return nil
 		}
 		id := identity(a.SessionID, run)
-		if rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: id, Kind: runKind}) == m.addr {
+		if place.Owner(id) == m.addr {
 			mine = append(mine, activeEntry{session: a.SessionID, run: run})
 		}
 		return nil
 	}, func(run string, rev uint64) {
-		if len(stale) < staleMarkersPerSweep && rdv.GetByClusterIdentity(&cluster.ClusterIdentity{Identity: run, Kind: runKind}) == m.addr {
+		if len(stale) < staleMarkersPerSweep && place.Owner(run) == m.addr {
 			stale = append(stale, staleMarker{run, rev})
 		}
 	})
@@ -364,58 +365,35 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		return fmt.Errorf("actors: sweep: read active runs: %w", err)
 	}
 	woken := 0
-	now := n.cfg.Clock.Now() // the log's times are the server's: ages are only as good as the clocks agree
+	// The log's times are the server's: ages are only as good as the
+	// clocks agree.
+	sw := sweep.Sweep{Self: m.id, Live: live, Now: n.cfg.Clock.Now(), Interval: n.sweepInterval(), UnleasedGrace: unleasedGrace, First: first, Full: full}
 	for _, a := range mine {
-		if full {
-			// Local actors too: a parked one may be the run whose message
-			// the change lost.
-			woken++
-			n.wake(a.session, a.run, "recovered")
-			continue
-		}
 		m.mu.Lock()
-		here := m.local[identity(a.session, a.run)]
+		r := sweep.Run{Local: m.local[identity(a.session, a.run)]}
 		m.mu.Unlock()
-		if here {
-			continue
-		}
-		var l events.Lease
-		lease, err := n.log.lastDecoded(ctx, events.RunLease(a.session, a.run), &l)
-		if err != nil {
-			n.logger.Debug("actors: sweep: read lease", "run", a.run, "err", err)
-			continue
-		}
-		found := lease != nil
-		// Its holder lives: its next message finds it. Unless the holder is
-		// another member and has held it for two sweeps: this member owns
-		// the run and does not run it, so the other took it while the
-		// topology moved, and the run's handoff did not arrive (its actor
-		// there stopped, fenced out or moved, with no wake for the owner).
-		// Nothing else would wake it.
-		if found && live[l.Holder] && (l.Holder == m.id || now.Sub(lease.Time) < 2*n.sweepInterval()) {
-			continue
-		}
-		if !found {
-			created, err := n.log.last(ctx, events.RunCreatedSubject(a.session, a.run))
-			if err != nil {
+		v := sw.Decide(r, false)
+		if v == sweep.NeedLease {
+			var err error
+			if r, err = n.sweepFacts(ctx, a, r); err != nil {
+				n.logger.Debug("actors: sweep: read lease", "run", a.run, "err", err)
 				continue
 			}
-			if created == nil {
-				// Admitted with no record (yet): nothing to attempt, and
-				// nothing to write. Its entry goes once older than
-				// admitGrace (admission.go); a client's retry may write the
-				// record before that.
-				if _, _, err := n.settleUnrecorded(ctx, a.session, a.run); err != nil {
-					n.logger.Debug("actors: sweep: a run with no record", "run", a.run, "err", err)
-				}
-				continue
-			}
-			if !first && now.Sub(created.Time) < unleasedGrace {
-				continue // its wake is most likely on its way
+			v = sw.Decide(r, true)
+		}
+		switch v {
+		case sweep.Wake:
+			woken++
+			n.wake(a.session, a.run, lifecycle.ReasonRecovered.String())
+		case sweep.Settle:
+			// Admitted with no record (yet): nothing to attempt, and
+			// nothing to write. Its entry goes once older than admitGrace
+			// (admission.go); a client's retry may write the record before
+			// that.
+			if _, _, err := n.settleUnrecorded(ctx, a.session, a.run); err != nil {
+				n.logger.Debug("actors: sweep: a run with no record", "run", a.run, "err", err)
 			}
 		}
-		woken++
-		n.wake(a.session, a.run, "recovered")
 	}
 	if woken > 0 {
 		n.logger.Info("actors: swept runs whose owner is gone", "member", m.id, "woken", woken, "owned", len(mine))
@@ -432,6 +410,30 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 }
 
 type activeEntry struct{ session, run string }
+
+// sweepFacts reads what the sweep's decision needs of a run with no actor
+// here: its lease and, when it has none, its creation record.
+func (n *Node) sweepFacts(ctx context.Context, a activeEntry, r sweep.Run) (sweep.Run, error) {
+	var l events.Lease
+	lease, err := n.log.lastDecoded(ctx, events.RunLease(a.session, a.run), &l)
+	if err != nil {
+		return r, err
+	}
+	if lease != nil {
+		r.Lease = &sweep.Lease{Holder: l.Holder, At: lease.Time}
+		return r, nil
+	}
+	created, err := n.log.last(ctx, events.RunCreatedSubject(a.session, a.run))
+	switch {
+	case err != nil:
+		r.CreatedUnknown = true
+	case created == nil:
+		r.NoRecord = true
+	default:
+		r.Created = created.Time
+	}
+	return r, nil
+}
 
 // staleMarkersPerSweep bounds the old delete markers one sweep replaces.
 const staleMarkersPerSweep = 5000

@@ -130,6 +130,9 @@ type Hooks struct {
 	// Tracked is called by a spawn when it has read its child running and
 	// is about to put it in the active set.
 	Tracked func(sessionID, runID string)
+	// Pending is called when a wake reaches a run whose attempt is
+	// running (the wake is owed to the next attempt).
+	Pending func(runID string)
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.

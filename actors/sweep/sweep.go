@@ -14,6 +14,8 @@
 //     arrive;
 //   - it has no lease and is old enough that its creator's own wake would
 //     have arrived (or this is the member's first sweep);
+//   - it has no record (admitted, its creator died before writing it):
+//     Settle, which its admission's grace decides, with nothing written;
 //   - a topology change asked for a full sweep: every run it owns, since a
 //     change is when a message can be lost.
 package sweep
@@ -89,6 +91,10 @@ type Run struct {
 	Created time.Time
 	// CreatedUnknown: the creation record could not be read.
 	CreatedUnknown bool
+	// NoRecord: the log holds no creation record for the run: it was
+	// admitted (its active-set entry comes first) and its record is not
+	// written yet, or never will be (its creator died in between).
+	NoRecord bool
 }
 
 // Sweep is one sweep's setting.
@@ -123,6 +129,11 @@ const (
 	// is not Local, so that a sweep reads the log only for runs it may
 	// wake.
 	NeedLease
+	// Settle: the run has no record; there is nothing to attempt and
+	// nothing to write. Its admission's grace decides: the entry stays
+	// while a creation (or a client's retry with its idempotency key) may
+	// still write the record, and leaves the active set after.
+	Settle
 )
 
 // Decide decides for one run this member owns. With leaseRead false the
@@ -151,14 +162,15 @@ func (s Sweep) Decide(r Run, leaseRead bool) Verdict {
 		}
 		return Wake
 	}
-	if s.First {
+	switch {
+	case r.CreatedUnknown:
+		return Leave // the next sweep reads it again
+	case r.NoRecord:
+		return Settle
+	case s.First:
 		return Wake
-	}
-	if r.CreatedUnknown || (!r.Created.IsZero() && s.Now.Sub(r.Created) < s.UnleasedGrace) {
+	case s.Now.Sub(r.Created) < s.UnleasedGrace:
 		return Leave // its creator's wake is most likely on its way
 	}
-	// No lease and old, or admitted with no record: its attempt decides
-	// (a run whose record never came is taken out of the active set by
-	// it, once older than any creation takes).
 	return Wake
 }

@@ -15,7 +15,7 @@ import (
 //
 //	members a b c        the topology (member IDs; addresses are id:1)
 //	self a               this member
-//	run r1 [local] [lease=b@-10s] [created=-5s] [created=unknown]
+//	run r1 [local] [lease=b@-10s] [created=-5s] [created=unknown] [created=none]
 //	                     an active run this member owns, with times relative to now
 //	sweep [first] [full] [interval=30s] [grace=15s]
 //	                     prints the runs woken
@@ -64,6 +64,10 @@ func (s *state) do(t *testing.T, c *scripttest.Case) string {
 						r.CreatedUnknown = true
 						continue
 					}
+					if v == "none" {
+						r.NoRecord = true
+						continue
+					}
 					d, err := time.ParseDuration(v)
 					if err != nil {
 						t.Fatalf("%s: %v", c.Pos, err)
@@ -97,7 +101,7 @@ func (s *state) do(t *testing.T, c *scripttest.Case) string {
 				names = append(names, n)
 			}
 			sort.Strings(names)
-			var woken, read []string
+			var woken, read, settled []string
 			for _, n := range names {
 				r := s.runs[n]
 				v := sw.Decide(r, false)
@@ -105,11 +109,14 @@ func (s *state) do(t *testing.T, c *scripttest.Case) string {
 					read = append(read, n)
 					v = sw.Decide(r, true)
 				}
-				if v == sweep.Wake {
+				switch v {
+				case sweep.Wake:
 					woken = append(woken, n)
+				case sweep.Settle:
+					settled = append(settled, n)
 				}
 			}
-			fmt.Fprintf(&out, "leases read: %s\nwoken: %s\n", list(read), list(woken))
+			fmt.Fprintf(&out, "leases read: %s\nwoken: %s\nsettled: %s\n", list(read), list(woken), list(settled))
 		default:
 			t.Fatalf("%s: unknown command %q", c.Pos, f[0])
 		}
