@@ -58,7 +58,7 @@ func TestPlanFitsTheTopology(t *testing.T) {
 					if f.Kind == chaos.PauseNode && f.Hold <= topo.MemberTTL {
 						t.Fatalf("seed %d: %s: a pause must outlast the member TTL %v", seed, f, topo.MemberTTL)
 					}
-					if f.Kind == chaos.KillStarting && (f.After <= 0 || f.After > 3*time.Second) {
+					if f.Kind == chaos.KillStarting && (f.After <= 0 || f.After > 5*time.Second || topo.Nodes == 1 && f.After > time.Second) {
 						t.Fatalf("seed %d: %s: the second kill must come within the start", seed, f)
 					}
 				}

@@ -1,0 +1,382 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/test/chaos"
+)
+
+// env is one topology's processes for one seed.
+type env struct {
+	t     *testing.T
+	topo  chaos.Topology
+	seed  int64
+	nodes []*proc
+	nats  *proc // the external nats-server, or nil
+	// disks is nil when data directories are tmpfs mounts that can fill;
+	// otherwise why they are not.
+	disks error
+
+	// ops is held by a fault from its start to its end and by a liveness
+	// restart: the two never act on a process at once.
+	ops sync.Mutex
+
+	mu         sync.Mutex
+	violations []string
+	// restarts are the liveness probe's restarts.
+	restarts []string
+	notes    []string
+	faults   map[chaos.Kind]int
+	lastHeal time.Time
+}
+
+func (e *env) procs() []*proc {
+	if e.nats != nil {
+		return append([]*proc{e.nats}, e.nodes...)
+	}
+	return e.nodes
+}
+
+func (e *env) violate(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.violations = append(e.violations, fmt.Sprintf(format, args...))
+}
+
+func (e *env) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	e.t.Logf("%s %s", time.Now().Format("15:04:05.000"), msg)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notes = append(e.notes, msg)
+}
+
+// newEnv lays out the topology's processes (ports, directories, tmpfs
+// mounts) and starts them; its cleanup stops them and removes the mounts.
+func newEnv(t *testing.T, topo chaos.Topology, seed int64, diskMB int) *env {
+	t.Helper()
+	agents, err := filepath.Abs("../../examples/agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, topo: topo, seed: seed, faults: map[chaos.Kind]int{}, disks: tmpfsAvailable()}
+	nodeBin := build(t, "node", "github.com/cairn-agents/cairn/cmd/node")
+	// Directories first: t.TempDir's removal then runs after the cleanup
+	// below has stopped the processes and unmounted their disks.
+	newProc := func(name, bin string) *proc {
+		dir := t.TempDir()
+		p := &proc{name: name, bin: bin, logPath: filepath.Join(dir, name+".log"), data: filepath.Join(dir, "data")}
+		if err := os.Mkdir(p.data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if topo.ExternalNATS {
+		natsBin := build(t, "nats-server", "github.com/nats-io/nats-server/v2")
+		e.nats = newProc("nats", natsBin)
+	}
+	for i := range topo.Nodes {
+		e.nodes = append(e.nodes, newProc(fmt.Sprintf("n%d", i+1), nodeBin))
+	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, p := range e.procs() {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.stop() }()
+		}
+		wg.Wait()
+		for _, p := range e.procs() {
+			if p.mounted {
+				if err := unmount(p.data); err != nil {
+					t.Errorf("leaving a mount behind: %v", err)
+				}
+			}
+		}
+	})
+	if e.disks == nil {
+		for _, p := range e.procs() {
+			if err := mountTmpfs(p.data, diskMB); err != nil {
+				e.disks = err
+				break
+			}
+			p.mounted = true
+		}
+	}
+	if e.disks != nil {
+		t.Logf("disk-full faults are skipped: this process cannot mount a tmpfs for the data directories (%v)", e.disks)
+	}
+
+	if e.nats != nil {
+		p := e.nats
+		p.client, p.monitor = freePort(t), freePort(t)
+		conf := filepath.Join(filepath.Dir(p.logPath), "nats.conf")
+		// SyncAlways, as Cairn's embedded server: an acknowledged write is on
+		// disk.
+		body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n", p.client, p.monitor, p.data)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.args = []string{"-c", conf}
+	}
+	for _, p := range e.nodes {
+		p.http, p.client, p.route = freePort(t), freePort(t), freePort(t)
+	}
+	for _, p := range e.nodes {
+		p.args = []string{"serve", "--agents", agents, "--data", p.data, "--listen", fmt.Sprintf("127.0.0.1:%d", p.http)}
+		if e.nats != nil {
+			p.args = append(p.args, "--nats", fmt.Sprintf("nats://127.0.0.1:%d", e.nats.client))
+			continue
+		}
+		// The embedded server listens for clients too: the audit reads the
+		// log through it.
+		p.args = append(p.args, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", p.client))
+		if topo.Nodes > 1 {
+			var routes []string
+			for _, q := range e.nodes {
+				if q != p {
+					routes = append(routes, fmt.Sprintf("127.0.0.1:%d", q.route))
+				}
+			}
+			p.args = append(p.args, "--node-name", p.name, "--nats-cluster", fmt.Sprintf("127.0.0.1:%d", p.route), "--nats-routes", strings.Join(routes, ","),
+				"--member-ttl", topo.MemberTTL.String(), "--member-heartbeat", memberHeartbeat.String())
+		}
+	}
+	for _, p := range e.procs() {
+		if err := p.start("first start"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.liveness(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+// livenessWindow is how long a process that was ready may fail its health
+// check before its supervisor restarts it (a Kubernetes liveness probe's
+// default is three failures 10 s apart).
+const livenessWindow = 15 * time.Second
+
+// liveness is the processes' supervisor's liveness probe: once a start has
+// been ready, a process whose /healthz fails for livenessWindow is killed
+// and started again. It also records readiness the harness did not wait
+// for (a start by the supervisor).
+func (e *env) liveness(ctx context.Context) {
+	failing := map[*proc]time.Time{}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !e.ops.TryLock() {
+			// A fault is under way: its own end is the start of a new watch.
+			clear(failing)
+			continue
+		}
+		for _, p := range e.procs() {
+			l, running := p.current()
+			p.mu.Lock()
+			want, seen := p.wantUp, l != nil && l.ready > 0
+			p.mu.Unlock()
+			if !running || !want {
+				delete(failing, p)
+				continue
+			}
+			if !seen {
+				p.checkReady()
+				continue
+			}
+			if p.healthyNow() {
+				delete(failing, p)
+				continue
+			}
+			since, ok := failing[p]
+			if !ok {
+				failing[p] = time.Now()
+				continue
+			}
+			if time.Since(since) < livenessWindow {
+				continue
+			}
+			delete(failing, p)
+			e.note("%s failed its health check for %v: its supervisor restarts it", p.name, livenessWindow)
+			e.mu.Lock()
+			e.restarts = append(e.restarts, fmt.Sprintf("%s at %s", p.name, time.Now().Format("15:04:05.000")))
+			e.mu.Unlock()
+			p.kill()
+			if err := p.start("restarted by the liveness probe"); err != nil {
+				e.violate("liveness restart of %s: %v", p.name, err)
+			}
+		}
+		e.ops.Unlock()
+	}
+}
+
+// waitReady waits until every process is ready, at most readyWithin.
+func (e *env) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, readyWithin, fmt.Errorf("not ready within %v", readyWithin))
+	defer cancel()
+	errs := make(chan error, len(e.procs()))
+	for _, p := range e.procs() {
+		go func() { errs <- p.waitReady(ctx) }()
+	}
+	var failed []string
+	for range e.procs() {
+		if err := <-errs; err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func (e *env) target(f chaos.Fault) *proc {
+	if f.Target == chaos.NATS {
+		return e.nats
+	}
+	return e.nodes[f.Target]
+}
+
+// sleep waits out a stretch of the schedule (a gap, a hold): the schedule's
+// own timing, not a wait for something to happen.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// inject runs one fault to its end (the process started again, the pause
+// or the full disk over) and returns when that end was.
+func (e *env) inject(ctx context.Context, f chaos.Fault) time.Time {
+	e.ops.Lock()
+	defer e.ops.Unlock()
+	p := e.target(f)
+	e.mu.Lock()
+	e.faults[f.Kind]++
+	e.mu.Unlock()
+	restart := func(cause string) {
+		if err := p.start(cause); err != nil {
+			e.violate("restart %s: %v", p.name, err)
+		}
+	}
+	switch f.Kind {
+	case chaos.KillNode, chaos.RestartNATS:
+		e.note("kill -9 %s", p.name)
+		p.kill()
+		sleep(ctx, f.Hold)
+		e.note("start %s", p.name)
+		restart("after kill -9")
+	case chaos.KillStarting:
+		e.note("kill -9 %s", p.name)
+		p.kill()
+		sleep(ctx, f.Hold)
+		restart("after kill -9")
+		sleep(ctx, f.After)
+		l, _ := p.current()
+		ready := p.checkReady()
+		p.kill()
+		state := "before it was ready"
+		if ready {
+			state = "after it was ready"
+		}
+		p.mu.Lock()
+		if !ready {
+			l.killed = fmt.Sprintf("killed %v into its start, before it was ready", f.After)
+		}
+		p.mu.Unlock()
+		e.note("kill -9 %s %v into its start, %s; start it again", p.name, f.After, state)
+		restart("after kill -9 while starting")
+	case chaos.PauseNode:
+		e.note("SIGSTOP %s", p.name)
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			e.violate("pause %s: %v", p.name, err)
+		}
+		sleep(ctx, f.Hold)
+		e.note("SIGCONT %s", p.name)
+		if err := p.signal(syscall.SIGCONT); err != nil {
+			e.violate("resume %s: %v", p.name, err)
+		}
+	case chaos.FillDisk:
+		if e.disks != nil {
+			e.note("disk-full of %s skipped: %v", p.name, e.disks)
+			break
+		}
+		n, err := fill(p.data)
+		if err != nil {
+			e.violate("fill the disk of %s: %v", p.name, err)
+		}
+		e.note("disk of %s full (%d MiB written)", p.name, n>>20)
+		sleep(ctx, f.Hold)
+		if err := unfill(p.data); err != nil {
+			e.violate("%v", err)
+		}
+		e.note("disk of %s has space again", p.name)
+	}
+	healed := time.Now()
+	e.mu.Lock()
+	e.lastHeal = healed
+	e.mu.Unlock()
+	return healed
+}
+
+// connect is a NATS connection to every server of the topology.
+func (e *env) connect() (*nats.Conn, jetstream.JetStream, error) {
+	var urls []string
+	if e.nats != nil {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", e.nats.client))
+	} else {
+		for _, p := range e.nodes {
+			urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", p.client))
+		}
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %v: %w", urls, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// readLog reads the whole run log, retrying for a minute while the servers
+// settle (a leader election, a restart).
+func (e *env) readLog(ctx context.Context, js jetstream.JetStream) ([]chaos.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+		recs, err := chaos.ReadLog(rctx, js, "CAIRN")
+		rcancel()
+		if err == nil {
+			return recs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read the log: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
+}
