@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -49,7 +50,14 @@ func backendFor(kv jetstream.KeyValue) func(events.Run) runtime.Backend {
 	return func(r events.Run) runtime.Backend { return kvBackend{kv: kv, session: r.SessionID} }
 }
 
+// kvOpTimeout bounds one capability call on the store: the attempt's own
+// context may carry a deadline of hours (the root's wall-clock budget),
+// and a NATS that went away must fail the call, not hold the attempt.
+const kvOpTimeout = 30 * time.Second
+
 func (b kvBackend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Value, error) {
+	ctx, cancel := context.WithTimeout(ctx, kvOpTimeout)
+	defer cancel()
 	var args struct {
 		Key   string          `json:"key"`
 		Value json.RawMessage `json:"value"`

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/runtime"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // Cairn as an MCP server: `node mcp` on stdio, and POST/GET /mcp
@@ -131,6 +132,8 @@ func (m *mcpTools) fail(err error) error {
 	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun),
 		errors.Is(err, actors.ErrIdempotencyConflict), errors.Is(err, actors.ErrUnavailable):
 		return err
+	case cjs.Unavailable(err): // NATS out, JetStream refusing writes: the client may retry
+		return fmt.Errorf("unavailable: NATS cannot serve the request now; retry later: %w", err)
 	}
 	m.log.Error("mcp tool", "err", err)
 	return errors.New("the node could not complete the request")
