@@ -64,17 +64,29 @@ func TestPauseANodeMidRun(t *testing.T) {
 	if done >= roots*runsPerRoot {
 		t.Fatalf("the workload finished before the pause (%d of %d runs); lengthen the workers", done, total)
 	}
-	// Long enough for its entry to expire and its runs to move: the paused
-	// process also holds a NATS server, and the streams it led get new
-	// leaders only after Raft's election timeout (4-9 s in nats-server).
-	time.Sleep(20 * time.Second)
+	// Paused until its entry expired and a run it held moved to a
+	// survivor (the paused process also holds a NATS server: the streams
+	// it led get new leaders only after Raft's election timeout, 4-9 s),
+	// read from the log; a minute past the TTL at most.
+	deadline := time.Now().Add(memberTTL + 2*time.Minute)
+	for {
+		if rep, err := c.tryReport(10*time.Second, 0, 1); err == nil {
+			if moved, _ := resumeFigures(rep, "n3", paused); moved > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run of the paused n3 moved to a survivor within %v", time.Since(paused).Round(time.Second))
+		}
+		time.Sleep(500 * time.Millisecond) // the poll's interval: the log is read whole each time
+	}
 	c.signal(victim, syscall.SIGCONT)
 	resumed := time.Now()
 	c.waitCompleted(0, roots*runsPerRoot)
 	t.Logf("all runs completed %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
 	rep := c.checkLog(0, 1, 2)
 	moved, first := resumeFigures(rep, "n3", paused)
-	deadline := time.Now().Add(time.Minute)
+	deadline = time.Now().Add(time.Minute)
 	for c.logCount(victim, "joined the cluster again") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("n3 did not join again within a minute of SIGCONT")
