@@ -108,9 +108,26 @@ type Report struct {
 	// LastEnd is the time of the last end in the log.
 	LastEnd time.Time
 	// Wakes holds, per parent, the time from its last child's completion
-	// to its own next commit.
-	Wakes  []time.Duration
+	// to its own next commit, in the order of the parents' IDs.
+	Wakes  []Wake
 	Events int
+}
+
+// Wake is a parent's next commit after its last child's completion.
+type Wake struct {
+	Parent, Child string
+	// At is the child's completion.
+	At      time.Time
+	Latency time.Duration
+}
+
+// WakeLatencies is the latency of every wake.
+func (rep *Report) WakeLatencies() []time.Duration {
+	out := make([]time.Duration, len(rep.Wakes))
+	for i, w := range rep.Wakes {
+		out[i] = w.Latency
+	}
+	return out
 }
 
 // Violation is one thing a correct log never shows.
@@ -449,22 +466,23 @@ func waitResults(r *Run) (map[string]runtime.CallInfo, string) {
 // wakeOf is the time from the last completion among kids to the parent's
 // next commit; false when some child has not completed or the parent has
 // not committed since.
-func wakeOf(p *Run, kids []*Run) (time.Duration, bool) {
-	var last *Commit
+func wakeOf(p *Run, kids []*Run) (Wake, bool) {
+	var last *Run
 	for _, k := range kids {
 		if k.Completed == nil {
-			return 0, false
+			return Wake{}, false
 		}
-		if last == nil || k.Completed.Seq > last.Seq {
-			last = k.Completed
+		if last == nil || k.Completed.Seq > last.Completed.Seq {
+			last = k
 		}
 	}
+	done := last.Completed
 	for _, c := range p.Commits {
-		if c.Seq > last.Seq {
-			return c.Time.Sub(last.Time), true
+		if c.Seq > done.Seq {
+			return Wake{Parent: p.ID, Child: last.ID, At: done.Time, Latency: c.Time.Sub(done.Time)}, true
 		}
 	}
-	return 0, false
+	return Wake{}, false
 }
 
 // auditSubmissions checks that every key the client sent names at most one

@@ -306,8 +306,11 @@ func TestAuditFigures(t *testing.T) {
 	}
 	// The builder's records are a millisecond apart, and the parent's next
 	// commit follows its last child's completion directly.
-	if len(rep.Wakes) != 3 || rep.Wakes[0] != time.Millisecond {
-		t.Errorf("wakes %v, want three of 1ms", rep.Wakes)
+	if got := rep.WakeLatencies(); !slices.Equal(got, []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}) {
+		t.Errorf("wakes %v, want three of 1ms", got)
+	}
+	if w := rep.Wakes[0]; w.Parent != "r-a" || w.Child != "c2-a" {
+		t.Errorf("first wake %+v: want r-a woken by its last child c2-a", w)
 	}
 	if want := b.recs[len(b.recs)-1].Time; !rep.LastEnd.Equal(want) {
 		t.Errorf("last end %v, want %v", rep.LastEnd, want)

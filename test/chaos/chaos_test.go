@@ -34,6 +34,10 @@ func TestThreeNodes(t *testing.T) {
 	runTopology(t, chaos.Topology{Name: "three nodes, clustered embedded NATS", Nodes: 3, MemberTTL: memberTTL})
 }
 
+// slowWake is the bound on wake latency (p99, outside NATS
+// outages): the slowest wakes above it are listed.
+const slowWake = 2 * time.Second
+
 // cleanupMargin is the time kept, before the test's -timeout, to stop the
 // processes, remove the mounts and report.
 const cleanupMargin = 90 * time.Second
@@ -210,27 +214,38 @@ func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures 
 		sleep(ctx, 2*time.Second)
 	}
 
-	fig := figures{seed: seed, roots: rep.Roots, runs: len(rep.Runs), stuck: len(rep.Unended), failed: len(rep.Failed), wakes: rep.Wakes}
+	wakes := rep.WakeLatencies()
+	fig := figures{seed: seed, roots: rep.Roots, runs: len(rep.Runs), stuck: len(rep.Unended), failed: len(rep.Failed), wakes: wakes}
 	if !rep.LastEnd.IsZero() {
 		fig.lastFaultToEnd = max(rep.LastEnd.Sub(lastFault), 0)
 	}
 	var kinds []string
+	e.mu.Lock()
 	for _, k := range topo.Kinds() {
 		if n := e.faults[k]; n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
 	}
-	slow := 0
+	e.mu.Unlock()
+	var slow []chaos.Wake
 	for _, w := range rep.Wakes {
-		if w > 2*time.Second {
-			slow++
+		if w.Latency > slowWake {
+			slow = append(slow, w)
 		}
 	}
 	t.Logf("seed %d, %s: %d roots (%d runs, %d events); submissions %d sent, %d acknowledged, %d never, %d retried (%d requests); faults: %s",
 		seed, topo.Name, rep.Roots, len(rep.Runs), rep.Events, len(subs), acked, unacked, retried, attempts, strings.Join(kinds, ", "))
-	t.Logf("seed %d: stuck %d, failed %d; last fault to last end %v; wake p50 %v p99 %v max %v (%d wakes, %d over 2s)",
-		seed, fig.stuck, fig.failed, fig.lastFaultToEnd.Round(time.Millisecond),
-		chaos.Percentile(rep.Wakes, 50).Round(time.Millisecond), chaos.Percentile(rep.Wakes, 99).Round(time.Millisecond), chaos.Percentile(rep.Wakes, 100).Round(time.Millisecond), len(rep.Wakes), slow)
+	endNote := ""
+	if fig.stuck > 0 {
+		endNote = " (of the runs that ended)"
+	}
+	t.Logf("seed %d: stuck %d, failed %d; last fault to last end %v%s; wake p50 %v p99 %v max %v (%d wakes, %d over 2s)",
+		seed, fig.stuck, fig.failed, fig.lastFaultToEnd.Round(time.Millisecond), endNote,
+		chaos.Percentile(wakes, 50).Round(time.Millisecond), chaos.Percentile(wakes, 99).Round(time.Millisecond), chaos.Percentile(wakes, 100).Round(time.Millisecond), len(wakes), len(slow))
+	sort.Slice(slow, func(i, j int) bool { return slow[i].Latency > slow[j].Latency })
+	for _, w := range slow[:min(len(slow), 5)] {
+		t.Logf("seed %d: slow wake: %s woke %v after its last child %s completed at %s", seed, w.Parent, w.Latency.Round(time.Millisecond), w.Child, w.At.Format("15:04:05.000"))
+	}
 	for _, p := range e.procs() {
 		p.mu.Lock()
 		var starts []string

@@ -37,7 +37,6 @@ type env struct {
 	violations []string
 	// restarts are the liveness probe's restarts.
 	restarts []string
-	notes    []string
 	faults   map[chaos.Kind]int
 	lastHeal time.Time
 }
@@ -55,12 +54,10 @@ func (e *env) violate(format string, args ...any) {
 	e.violations = append(e.violations, fmt.Sprintf(format, args...))
 }
 
+// note logs what the harness does, with the time, to line up with the
+// processes' logs.
 func (e *env) note(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	e.t.Logf("%s %s", time.Now().Format("15:04:05.000"), msg)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.notes = append(e.notes, msg)
+	e.t.Logf("%s %s", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 // newEnv lays out the topology's processes (ports, directories, tmpfs
