@@ -123,8 +123,8 @@ func runTopology(t *testing.T, topo chaos.Topology) {
 		wakes = append(wakes, f.wakes...)
 	}
 	t.Logf("%s, %d seeds x %d faults: %d roots, stuck %d, failed %d; last fault to last end median %v max %v; wake p50 %v p99 %v (%d wakes)",
-		topo.Name, len(all), cfg.faults, roots, stuck, failed, chaos.Percentile(ends, 50), chaos.Percentile(ends, 100),
-		chaos.Percentile(wakes, 50), chaos.Percentile(wakes, 99), len(wakes))
+		topo.Name, len(all), cfg.faults, roots, stuck, failed, chaos.Percentile(ends, 50).Round(time.Millisecond), chaos.Percentile(ends, 100).Round(time.Millisecond),
+		chaos.Percentile(wakes, 50).Round(time.Millisecond), chaos.Percentile(wakes, 99).Round(time.Millisecond), len(wakes))
 }
 
 func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures {
