@@ -423,7 +423,17 @@ func (r *Run) ended(now time.Time, e AttemptEnded) []Effect {
 			return r.start(ReasonReopen)
 		}
 		// Another owner holds the run, or it was cancelled: the log
-		// decides, and this activation ends.
+		// decides, and this activation ends. A wake that came during the
+		// attempt goes on to the run's owner: the other writer may have
+		// read the run's state before what the wake announces (a child
+		// finished after its read, and the completion came here, to this
+		// member's idea of the owner). Without it, that writer parks on a
+		// stale read and nothing wakes it again. The wake that started
+		// this attempt needs no such care: the other writer took the
+		// lease after this attempt did, and read after it.
+		if pending && !r.stopped {
+			return r.finish(HandOver{Reason: ReasonWokenWhileRunning}, Passivate{})
+		}
 		return r.finish(Passivate{})
 	case Unavailable, NotYetCreated:
 		r.outages++

@@ -105,9 +105,9 @@ func (w *world) step(ev lifecycle.Event) error {
 		if e.Outcome == lifecycle.Drained {
 			w.draining = true
 		}
-		if e.Outcome != lifecycle.Waiting && e.Outcome != lifecycle.Transient && e.Outcome != lifecycle.Unavailable && e.Outcome != lifecycle.NotYetCreated &&
-			!(e.Outcome == lifecycle.FencedOut && e.Reused) {
-			w.owed = false // the run ended, failed, moved or drained: the log decides
+		switch e.Outcome {
+		case lifecycle.Completed, lifecycle.Ended, lifecycle.Drained, lifecycle.Permanent:
+			w.owed = false // the run ended or failed, or the node drains: the log decides
 		}
 	case lifecycle.RetryFired:
 		w.retryArmed = false
@@ -115,8 +115,6 @@ func (w *world) step(ev lifecycle.Event) error {
 		w.stopped, w.owed = true, false
 	case lifecycle.Drain:
 		w.draining, w.owed = true, false
-	case lifecycle.MovedAway:
-		w.owed = false
 	case lifecycle.EndWritten:
 		w.writingEnd = false
 	}
@@ -178,12 +176,12 @@ func (w *world) step(ev lifecycle.Event) error {
 			if w.writingEnd || w.ended {
 				return fmt.Errorf("an end written twice")
 			}
-			w.writingEnd = true
+			w.writingEnd, w.owed = true, false // the run fails: its end answers every wake
 		case lifecycle.HandOver:
 			if w.stopped || w.draining {
 				return fmt.Errorf("a hand-over of a cancelled or drained run")
 			}
-			w.handedOver = true
+			w.handedOver, w.owed = true, false
 		case lifecycle.Passivate:
 			w.passivated = true
 		}
@@ -219,7 +217,8 @@ func (w *world) step(ev lifecycle.Event) error {
 		{!w.passivated || after == lifecycle.Done, "passivated only when done"},
 		// A wake that is owed always has an attempt or a retry in hand,
 		// unless the run is ending or left this member.
-		{!w.owed || w.inFlight || w.retryArmed || after == lifecycle.Done || after == lifecycle.Ending, "a wake owed with nothing in hand"},
+		// A hand-over passes it on.
+		{!w.owed || w.inFlight || w.retryArmed || after == lifecycle.Ending, "a wake owed with nothing in hand"},
 	}
 	for _, c := range checks {
 		if !c.ok {
