@@ -159,11 +159,16 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 	if keyed {
 		create = n.createOnce
 	}
-	if existing, err := create(ctx, rec, 0); err != nil {
+	existing, err := create(ctx, rec, 0)
+	if h := n.cfg.Hooks.Created; err == nil && h != nil {
+		err = h(s.SessionID, s.RunID)
+	}
+	if err != nil {
 		if errors.Is(err, errExists) && keyed {
 			// A concurrent start with the same key wrote it first.
 			return n.existing(ctx, req, existing, true)
 		}
+		n.wakeUnknownCreation(err, s.SessionID, s.RunID)
 		return Started{}, err
 	}
 	n.wake(s.SessionID, s.RunID, "started")
@@ -221,9 +226,33 @@ func (n *Node) existing(ctx context.Context, req StartRequest, rec *events.Run, 
 		wake = st.Status.Active()
 	}
 	if wake {
+		if !marked {
+			// The first start's entry may be gone (its node's clock ran
+			// ahead and a sweep settled it before the record landed): a
+			// running run outside the active set is one no sweep finds.
+			// Putting it back is idempotent.
+			if err := n.markActive(ctx, rec.SessionID, rec.RunID); err != nil {
+				return Started{}, err
+			}
+		}
 		n.wake(rec.SessionID, rec.RunID, "started")
 	}
 	return Started{SessionID: rec.SessionID, RunID: rec.RunID, Existing: true}, nil
+}
+
+// wakeUnknownCreation wakes a run whose record's write failed in a way
+// that does not say it was refused (a publish buffered across a reconnect
+// and flushed later, a lost acknowledgement that could not be settled):
+// the record may land after the caller is told it failed. Its attempt runs
+// it if it did, waits while it still may (NotYetCreated, within
+// admitGrace), and then takes its entry out of the active set with nothing
+// written. Without the wake, a record that landed late is a run nothing
+// ever starts (on a node alone, no sweep comes).
+func (n *Node) wakeUnknownCreation(err error, sessionID, runID string) {
+	if errors.Is(err, runtime.ErrConflict) || errors.Is(err, errExists) || errors.Is(err, ErrInvalid) {
+		return // refused: no record will land
+	}
+	n.wake(sessionID, runID, "started")
 }
 
 // admit puts a run the API starts in the active set, before its record is

@@ -185,8 +185,11 @@ func (c *controller) info(ctx context.Context, callID string) (runtime.CallInfo,
 		return runtime.CallInfo{}, err
 	}
 	rec, err := c.n.log.readRun(ctx, ch.SessionID, ch.RunID)
-	if err != nil || rec == nil {
-		return runtime.CallInfo{}, fmt.Errorf("actors: child %s has no record: %v", ch.RunID, err)
+	if err != nil {
+		return runtime.CallInfo{}, fmt.Errorf("actors: read the record of child %s: %w", ch.RunID, err)
+	}
+	if rec == nil {
+		return runtime.CallInfo{}, fmt.Errorf("actors: child %s has no record", ch.RunID)
 	}
 	st, err := c.n.log.status(ctx, ch.SessionID, ch.RunID)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/actors/sweep"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/clock"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -258,7 +259,18 @@ func (n *Node) run(m *member) {
 		return
 	case <-expelled:
 	}
+	// A sweep that failed, or could not read all it needed, is tried
+	// again with backoff, as the same kind (first, full): on a node alone
+	// the first sweep is the only one, and the runs of the node's previous
+	// incarnation wait on it.
 	first := true
+	backoff := sweepRetryMin
+	var retry clock.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -269,14 +281,35 @@ func (n *Node) run(m *member) {
 		case <-m.sweeps:
 		case <-tick:
 		}
+		full := m.full.Swap(false)
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
-		if err := n.sweep(ctx, m, first, m.full.Swap(false)); err != nil && m.ctx.Err() == nil {
-			n.logger.Warn("actors: sweep", "member", m.id, "err", err)
-		}
+		err := n.sweep(ctx, m, first, full)
 		cancel()
+		if err != nil {
+			if m.ctx.Err() != nil {
+				return
+			}
+			n.logger.Warn("actors: sweep; trying again", "member", m.id, "in", backoff, "err", err)
+			if full {
+				m.full.Store(true)
+			}
+			if retry != nil {
+				retry.Stop()
+			}
+			retry = n.cfg.Clock.AfterFunc(backoff, m.sweepSoon)
+			backoff = min(2*backoff, sweepRetryMax)
+			continue
+		}
+		backoff = sweepRetryMin
 		first = false
 	}
 }
+
+// The backoff of a sweep that failed.
+const (
+	sweepRetryMin = time.Second
+	sweepRetryMax = 30 * time.Second
+)
 
 // rejoin replaces an expelled member: its actors stop (the runs they held
 // are already owned elsewhere; anything they still write is fenced out by
@@ -331,7 +364,12 @@ func (n *Node) sweepInterval() time.Duration {
 // (its start died between admitting it and writing the record) is not
 // woken: its entry is removed once older than admitGrace, with nothing
 // written to the log.
-func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
+func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err error) {
+	if h := n.cfg.Hooks.Sweep; h != nil {
+		if err := h(first, full); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	members := make([]sweep.Member, 0, len(m.members))
 	live := make(map[string]bool, len(m.members))
@@ -346,7 +384,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	place := sweep.Place(members)
 	var mine []activeEntry
 	var stale []staleMarker
-	err := n.activeW.scan(ctx, "", func(run string, value []byte) error {
+	err = n.activeW.scan(ctx, "", func(run string, value []byte) error {
 		var a activeRun
 		if jsonUnmarshal(value, &a) != nil {
 			return nil
@@ -364,7 +402,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 	if err != nil {
 		return fmt.Errorf("actors: sweep: read active runs: %w", err)
 	}
-	woken := 0
+	woken, unread := 0, 0
 	// The log's times are the server's: ages are only as good as the
 	// clocks agree.
 	sw := sweep.Sweep{Self: m.id, Live: live, Now: n.cfg.Clock.Now(), Interval: n.sweepInterval(), UnleasedGrace: unleasedGrace, First: first, Full: full}
@@ -375,8 +413,9 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 		v := sw.Decide(r, false)
 		if v == sweep.NeedLease {
 			var err error
-			if r, err = n.sweepFacts(ctx, a, r); err != nil {
+			if r, err = n.sweepFacts(ctx, a, r); err != nil || r.CreatedUnknown {
 				n.logger.Debug("actors: sweep: read lease", "run", a.run, "err", err)
+				unread++
 				continue
 			}
 			v = sw.Decide(r, true)
@@ -394,6 +433,12 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) error {
 				n.logger.Debug("actors: sweep: a run with no record", "run", a.run, "err", err)
 			}
 		}
+	}
+	if unread > 0 {
+		// What was read is acted on; the sweep is tried again for the rest.
+		defer func() {
+			err = errors.Join(err, fmt.Errorf("actors: sweep: %d of %d runs could not be read", unread, len(mine)))
+		}()
 	}
 	if woken > 0 {
 		n.logger.Info("actors: swept runs whose owner is gone", "member", m.id, "woken", woken, "owned", len(mine))

@@ -133,6 +133,13 @@ type Hooks struct {
 	// Pending is called when a wake reaches a run whose attempt is
 	// running (the wake is owed to the next attempt).
 	Pending func(runID string)
+	// Created is called when a start's record is written; an error is
+	// taken as the write's own (its outcome unknown to the caller, as with
+	// a lost acknowledgement that could not be settled).
+	Created func(sessionID, runID string) error
+	// Sweep is called as a member's sweep begins; an error fails the
+	// sweep there.
+	Sweep func(first, full bool) error
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
@@ -536,6 +543,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 			}
 			return "", fmt.Errorf("%w: session %s moved on; try again", ErrBusy, sessionID)
 		}
+		n.wakeUnknownCreation(err, sessionID, runID)
 		return "", err
 	}
 	n.wake(sessionID, runID, "started")
@@ -593,8 +601,13 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 		defer func() { _ = sub.Unsubscribe() }()
 	}
 	var outage time.Duration
+	var ch chan struct{}
+	// A watcher is removed by notify only on the member that handles the
+	// run's completion: each loop, and the return, remove this call's own.
+	defer func() { n.unwatch(runID, ch) }()
 	for {
-		ch := make(chan struct{})
+		n.unwatch(runID, ch)
+		ch = make(chan struct{})
 		n.mu.Lock()
 		n.watchers[runID] = append(n.watchers[runID], ch)
 		n.mu.Unlock()
@@ -640,6 +653,27 @@ func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTok
 		}
 	}
 	return e.UsedSteps, e.InputTokens, e.OutputTokens, err
+}
+
+// unwatch removes ch from runID's watchers (nil: nothing to remove).
+func (n *Node) unwatch(runID string, ch chan struct{}) {
+	if ch == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	chs := n.watchers[runID]
+	for i, c := range chs {
+		if c == ch {
+			chs = append(chs[:i], chs[i+1:]...)
+			break
+		}
+	}
+	if len(chs) == 0 {
+		delete(n.watchers, runID)
+	} else {
+		n.watchers[runID] = chs
+	}
 }
 
 func (n *Node) notify(runID string) {
@@ -765,6 +799,10 @@ func (n *Node) stop(sessionID, runID, reason string) {
 // finishConcurrency is the number of completions handled at once.
 const finishConcurrency = 64
 
+// inProgressEvery is how often a completion whose delivery is under way is
+// reported in progress: well within the consumer's AckWait (10 s).
+const inProgressEvery = 3 * time.Second
+
 func (n *Node) finished(msg jetstream.Msg) {
 	// cairn.sess.<s>.run.<r>.c.done | cairn.sess.<s>.run.<r>.end
 	tok := strings.Split(msg.Subject(), ".")
@@ -790,9 +828,29 @@ func (n *Node) finished(msg jetstream.Msg) {
 	// a parent told twice wakes twice and finds the same children.
 	n.notify(runID)
 	if rec.ParentRunID != "" {
-		if !n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
+		// Delivering to a parent on a member that is paused or gone can
+		// take longer than the consumer's AckWait: tell the server the
+		// message is in hand, or it is redelivered meanwhile and every copy
+		// takes a handling slot (64 parents unreachable stall the node's
+		// completions).
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(inProgressEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					_ = msg.InProgress()
+				}
+			}
+		}()
+		delivered := n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
 			SessionId: rec.ParentSessionID, RunId: rec.ParentRunID, ChildSessionId: sessionID, ChildRunId: runID, CallId: rec.ParentCallID,
-		}) {
+		})
+		close(stop)
+		if !delivered {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
