@@ -169,7 +169,8 @@ const livenessWindow = 15 * time.Second
 
 // liveness is the processes' supervisor's liveness probe: once a start has
 // been ready, a process whose /healthz fails for livenessWindow is killed
-// and started again. It also records readiness the harness did not wait
+// (a node with SIGQUIT first, for a goroutine dump in its log) and started
+// again. It also records readiness the harness did not wait
 // for (a start by the supervisor).
 func (e *env) liveness(ctx context.Context) {
 	failing := map[*proc]time.Time{}
@@ -216,7 +217,13 @@ func (e *env) liveness(ctx context.Context) {
 			e.mu.Lock()
 			e.restarts = append(e.restarts, fmt.Sprintf("%s at %s", p.name, time.Now().Format("15:04:05.000")))
 			e.mu.Unlock()
-			p.kill()
+			if p.monitor == 0 {
+				// A node: its goroutines go to its log (SIGQUIT), to say where
+				// it hung.
+				p.quit()
+			} else {
+				p.kill()
+			}
 			if err := p.start("restarted by the liveness probe"); err != nil {
 				e.violate("liveness restart of %s: %v", p.name, err)
 			}
