@@ -89,6 +89,7 @@ func (m *member) isCurrent() bool {
 // ID is the lease holder of every run it opens, so "the run's owner is
 // gone" is "the run's lease holder is not a member".
 type member struct {
+	stopOnce sync.Once
 	id       string
 	addr     string
 	system   *actor.ActorSystem
@@ -230,12 +231,19 @@ func (m *member) setLocal(identity string, on bool) {
 // stop cancels the member's attempts and leaves the cluster: the
 // provider's entry first (protoactor-go's non-graceful shutdown never
 // calls it), then the actor system.
+//
+// It runs once: a member being replaced after an expulsion (rejoin) may be
+// stopped by Close too, and protoactor-go's ActorSystem.Shutdown panics
+// the second time (close of a closed channel). A second caller waits for
+// the first to finish.
 func (m *member) stop(graceful bool) {
-	m.cancel()
-	if err := m.provider.Shutdown(graceful); err != nil {
-		m.system.Logger().Warn("actors: cluster provider shutdown", "err", err)
-	}
-	m.cluster.Shutdown(graceful)
+	m.stopOnce.Do(func() {
+		m.cancel()
+		if err := m.provider.Shutdown(graceful); err != nil {
+			m.system.Logger().Warn("actors: cluster provider shutdown", "err", err)
+		}
+		m.cluster.Shutdown(graceful)
+	})
 }
 
 // run is the member's life: sweep once it sees itself in the topology,
