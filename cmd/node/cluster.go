@@ -447,9 +447,16 @@ func startMember(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 }
 
-// waitJetStream waits until the NATS cluster can place a stream with the
-// log's replicas: a fresh cluster has no meta leader until a majority of
-// its servers run, and an R3 stream needs three.
+// waitJetStream waits until the NATS cluster can serve the log: once the
+// log exists, until it answers (its replicas have a leader: a quorum is
+// up); in a fresh cluster, until a stream with the log's replicas can be
+// placed (no meta leader until a majority of its servers run, and an R3
+// stream needs three). A restart must not wait for every peer: with one
+// server's JetStream off (a full disk), placing a new R3 stream fails with
+// "no suitable peers" while the log itself serves on a quorum.
+// logStream is the run log's stream.
+const logStream = "CAIRN"
+
 func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o nodeOptions) error {
 	js, err := njs.New(nc)
 	if err != nil {
@@ -460,9 +467,12 @@ func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o node
 	var logged time.Time
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := js.CreateOrUpdateStream(pctx, njs.StreamConfig{Name: probe, Subjects: []string{"cairn_probe." + c.name}, Replicas: c.replicaCount(), Storage: njs.MemoryStorage})
-		if err == nil {
-			_ = js.DeleteStream(pctx, probe)
+		_, err := js.Stream(pctx, logStream)
+		if errors.Is(err, njs.ErrStreamNotFound) {
+			_, err = js.CreateOrUpdateStream(pctx, njs.StreamConfig{Name: probe, Subjects: []string{"cairn_probe." + c.name}, Replicas: c.replicaCount(), Storage: njs.MemoryStorage})
+			if err == nil {
+				_ = js.DeleteStream(pctx, probe)
+			}
 		}
 		cancel()
 		if err == nil {

@@ -58,11 +58,15 @@ func serveAt(t *testing.T, o nodeOptions) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
-	done := make(chan error, 1)
+	// done is closed when serve returned, with its error in served: the
+	// cleanup waits for it whether or not the start failed (a second
+	// receive from a channel the select drained hung the test for good).
+	done := make(chan struct{})
+	var served error
 	o.data = t.TempDir()
 	o.logger = slog.New(slog.DiscardHandler)
 	so := serveOptions{nodeOptions: o, listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
-	go func() { done <- serve(ctx, so, ready) }()
+	go func() { served = serve(ctx, so, ready); close(done) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -70,8 +74,8 @@ func serveAt(t *testing.T, o nodeOptions) string {
 	select {
 	case addr := <-ready:
 		return "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
+	case <-done:
+		t.Fatalf("serve: %v", served)
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not start")
 	}
