@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -171,16 +170,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // D6 (liveness through a NATS outage): the NATS server stops mid-run,
 // with every worker in its model step, and starts again on the same port
 // and store directory only once some attempt has failed twice: an outage
@@ -188,7 +177,7 @@ func freePort(t *testing.T) int {
 // still completes, on the same node, and the node says it is not ready
 // while the server is down.
 func TestNATSRestartMidRun(t *testing.T) {
-	dir, port := t.TempDir(), freePort(t)
+	dir, port := t.TempDir(), natstest.FreePort(t)
 	start := func() *cjs.Server {
 		srv, err := cjs.StartServer(cjs.ServerConfig{StoreDir: dir, Port: port})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 	"github.com/cairn-agents/cairn/test/chaos"
 )
 
@@ -117,7 +118,7 @@ func newEnv(t *testing.T, topo chaos.Topology, seed int64, diskMB int) *env {
 
 	if e.nats != nil {
 		p := e.nats
-		p.client, p.monitor = freePort(t), freePort(t)
+		p.client, p.monitor = natstest.FreePort(t), natstest.FreePort(t)
 		conf := filepath.Join(filepath.Dir(p.logPath), "nats.conf")
 		// SyncAlways, as Cairn's embedded server: an acknowledged write is on
 		// disk.
@@ -128,7 +129,7 @@ func newEnv(t *testing.T, topo chaos.Topology, seed int64, diskMB int) *env {
 		p.args = []string{"-c", conf}
 	}
 	for _, p := range e.nodes {
-		p.http, p.client, p.route = freePort(t), freePort(t), freePort(t)
+		p.http, p.client, p.route = natstest.FreePort(t), natstest.FreePort(t), natstest.FreePort(t)
 	}
 	for _, p := range e.nodes {
 		p.args = []string{"serve", "--agents", agents, "--data", p.data, "--listen", fmt.Sprintf("127.0.0.1:%d", p.http)}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -107,16 +106,6 @@ type proc struct {
 	errs      []string
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // start launches the process; cause goes into its log and the figures.
 func (p *proc) start(cause string) error {
 	p.mu.Lock()
@@ -206,27 +195,14 @@ func (p *proc) signal(sig syscall.Signal) error {
 
 // stop ends the process for good: SIGCONT (it may be paused), SIGTERM,
 // and kill -9 after 20 s.
-func (p *proc) stop() {
-	p.mu.Lock()
-	p.wantUp = false
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
+func (p *proc) stop() { p.end(syscall.SIGTERM, 20*time.Second) }
 
 // quit asks the process for a goroutine dump (SIGQUIT, into its log) and
 // leaves it down.
-func (p *proc) quit() {
+func (p *proc) quit() { p.end(syscall.SIGQUIT, 10*time.Second) }
+
+// end leaves the process down: SIGCONT, sig, and kill -9 after grace.
+func (p *proc) end(sig syscall.Signal, grace time.Duration) {
 	p.mu.Lock()
 	p.wantUp = false
 	cmd, exited := p.cmd, p.exited
@@ -235,10 +211,10 @@ func (p *proc) quit() {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	_ = cmd.Process.Signal(sig)
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(grace):
 		_ = cmd.Process.Kill()
 		<-exited
 	}

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/cluster/clustertest"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
 var nodeBin string
@@ -69,16 +69,6 @@ type testCluster struct {
 	nodes []*proc
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // newCluster starts n nodes; with n > 1 each embeds a NATS server of one
 // NATS cluster and the nodes form one Cairn cluster.
 func newCluster(t *testing.T, n int) *testCluster {
@@ -89,7 +79,7 @@ func newCluster(t *testing.T, n int) *testCluster {
 	}
 	c := &testCluster{t: t}
 	for i := range n {
-		p := &proc{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), http: freePort(t), route: freePort(t), client: freePort(t)}
+		p := &proc{name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), http: natstest.FreePort(t), route: natstest.FreePort(t), client: natstest.FreePort(t)}
 		p.logPath = filepath.Join(p.dir, "node.log")
 		c.nodes = append(c.nodes, p)
 	}

@@ -44,7 +44,9 @@ func Connect(t testing.TB, s *jetstream.Server) *nats.Conn {
 	return nc
 }
 
-func freePort(t testing.TB) int {
+// FreePort returns a loopback TCP port nothing listens on now (a server
+// the test starts and restarts on a fixed port takes it).
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,7 +62,7 @@ func Cluster(t testing.TB, n int) []*jetstream.Server {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = FreePort(t)
 	}
 	servers := make([]*jetstream.Server, n)
 	for i := range servers {
