@@ -3,6 +3,8 @@ package actors
 import (
 	"errors"
 
+	"github.com/cairn-agents/cairn/actors/lifecycle"
+	"github.com/cairn-agents/cairn/runtime"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -20,4 +22,46 @@ func unavailable(err error) bool {
 		return false
 	}
 	return errors.Is(err, ErrUnavailable) || cjs.Unavailable(err)
+}
+
+// outcomeOf maps an attempt's error to the core's outcome.
+func outcomeOf(err error) lifecycle.Outcome {
+	switch {
+	case err == nil:
+		return lifecycle.Completed
+	case errors.Is(err, runtime.ErrWaiting):
+		return lifecycle.Waiting
+	case errors.Is(err, runtime.ErrDrained):
+		return lifecycle.Drained
+	case errors.Is(err, errEnded):
+		return lifecycle.Ended
+	case errors.Is(err, errNotCreated):
+		return lifecycle.NotYetCreated
+	case errors.Is(err, runtime.ErrLeaseLost), errors.Is(err, runtime.ErrConflict), errors.Is(err, runtime.ErrSessionBusy):
+		return lifecycle.FencedOut
+	case permanent(err):
+		return lifecycle.Permanent
+	case unavailable(err):
+		return lifecycle.Unavailable
+	}
+	return lifecycle.Transient
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func waitCallID(res *runtime.Result) string {
+	if res == nil {
+		return ""
+	}
+	return res.WaitCallID
+}
+
+func permanent(err error) bool {
+	return errors.Is(err, errPermanent) || errors.Is(err, ErrBudget) || errors.Is(err, runtime.ErrInvalidInput) ||
+		errors.Is(err, runtime.ErrContractMismatch)
 }
