@@ -905,9 +905,12 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		if !n.now().Before(dl) {
 			return nil, nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dl)
-		defer cancel()
+		// On the node's clock, as every deadline in actors (a test moves
+		// it); the attempt's NATS calls are bounded on their own.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		t := n.cfg.Clock.AfterFunc(dl.Sub(n.now()), func() { cancel(errWallClockDeadline) })
+		defer func() { t.Stop(); cancel(nil) }()
 	}
 	store := kept
 	if store == nil {
@@ -939,14 +942,18 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		in.RecoveryNotice = "The node running this task restarted or left the cluster, and this task was resumed. Work committed before that stands; a call whose outcome was lost is marked as having an unknown effect."
 	}
 	res, err := runtime.Run(ctx, in)
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// The attempt's only deadline is the root's wall-clock budget. A
-		// NATS call timing out also reports context.DeadlineExceeded, and
-		// that one is transient (a stream leader moving after a node died).
+	if err != nil && errors.Is(context.Cause(ctx), errWallClockDeadline) {
+		// The root's wall-clock budget ended the attempt. (A NATS call
+		// timing out reports context.DeadlineExceeded too, and that one is
+		// an outage: the cause tells them apart.)
 		return nil, nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
 	}
 	return res, store, err
 }
+
+// errWallClockDeadline is the cause of an attempt cancelled at its root's
+// wall-clock deadline.
+var errWallClockDeadline = errors.New("actors: the root's wall-clock deadline passed")
 
 // errPermanent marks attempt errors no retry can fix.
 var errPermanent = errors.New("actors: permanent failure")
