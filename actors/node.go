@@ -870,8 +870,16 @@ var errEnded = errors.New("actors: run ended")
 //
 // kept is the handle of the run's previous attempt on this actor (nil:
 // open one); the handle the attempt used is returned with its outcome.
-func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason string, kept runtime.Store) (*runtime.Result, runtime.Store, error) {
+func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason string, kept runtime.Store) (res *runtime.Result, store runtime.Store, err error) {
 	defer n.attempts.Done()
+	defer func() {
+		// Whatever step the root's wall-clock deadline interrupted (opening
+		// the store, a read, the run itself), the attempt ended on the
+		// budget: a permanent failure, not a transient one to retry.
+		if err != nil && errors.Is(context.Cause(ctx), errWallClockDeadline) {
+			res, store, err = nil, nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
+		}
+	}()
 	rec, err := n.log.readRun(ctx, sessionID, runID)
 	if err != nil {
 		return nil, nil, err
@@ -912,7 +920,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		t := n.cfg.Clock.AfterFunc(dl.Sub(n.now()), func() { cancel(errWallClockDeadline) })
 		defer func() { t.Stop(); cancel(nil) }()
 	}
-	store := kept
+	store = kept
 	if store == nil {
 		if store, err = m.store.Open(ctx, sessionID, runID); err != nil {
 			return nil, nil, err
@@ -941,13 +949,11 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 	if reason == "recovered" {
 		in.RecoveryNotice = "The node running this task restarted or left the cluster, and this task was resumed. Work committed before that stands; a call whose outcome was lost is marked as having an unknown effect."
 	}
-	res, err := runtime.Run(ctx, in)
-	if err != nil && errors.Is(context.Cause(ctx), errWallClockDeadline) {
-		// The root's wall-clock budget ended the attempt. (A NATS call
-		// timing out reports context.DeadlineExceeded too, and that one is
-		// an outage: the cause tells them apart.)
-		return nil, nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
-	}
+	// The root's wall-clock budget ending the attempt is told by the
+	// deferred check above (a NATS call timing out reports
+	// context.DeadlineExceeded too, and that one is an outage: the cause
+	// tells them apart).
+	res, err = runtime.Run(ctx, in)
 	return res, store, err
 }
 
