@@ -29,13 +29,16 @@ type stop struct {
 // (which unwinds it the next time it runs JavaScript) and closing fired
 // (which wakes the event loop if it is waiting for callbacks).
 type watchdog struct {
-	vm    *goja.Runtime
+	vm    interrupter
 	once  sync.Once
 	st    stop // written once, before fired is closed
 	fired chan struct{}
 	quit  chan struct{}
 	done  chan struct{}
 }
+
+// interrupter is what the watchdog needs of the VM (*goja.Runtime).
+type interrupter interface{ Interrupt(v any) }
 
 func startWatchdog(ctx context.Context, vm *goja.Runtime, lim Limits, absoluteHeap bool) *watchdog {
 	w := &watchdog{vm: vm, fired: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
@@ -80,8 +83,12 @@ func (w *watchdog) watch(ctx context.Context, lim Limits, threshold uint64) {
 func (w *watchdog) fire(st stop) {
 	w.once.Do(func() {
 		w.st = st
-		w.vm.Interrupt(&w.st)
+		// Published before the interrupt: the VM unwinds as soon as it
+		// sees it, and the script's end reads the reason (reason()); a
+		// reason published after was missed, and a stopped script reported
+		// as merely "interrupted".
 		close(w.fired)
+		w.vm.Interrupt(&w.st)
 	})
 }
 
