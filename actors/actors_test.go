@@ -97,7 +97,9 @@ type harness struct {
 	clock clock.Clock
 	// hooks of the node.
 	hooks actors.Hooks
-	node  *actors.Node
+	// maxRetries of a failed attempt; zero is the node's default.
+	maxRetries int
+	node       *actors.Node
 }
 
 // start starts a node with a planner (subagent: worker) on the harness's
@@ -131,7 +133,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: idle, Logger: logger, Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
-		Clock: h.clock, Hooks: h.hooks,
+		Clock: h.clock, Hooks: h.hooks, MaxRetries: h.maxRetries,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
-	"github.com/cairn-agents/cairn/runtime/runtimetest"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
@@ -26,26 +24,8 @@ import (
 // it), its log records sent to log.
 func outageNode(t *testing.T, nc *nats.Conn, parent, child model.Model, log slog.Handler) *actors.Node {
 	t.Helper()
-	n, err := actors.Start(context.Background(), actors.Config{
-		Conn: nc,
-		Agents: []actors.Agent{
-			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 50}},
-			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
-				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
-		},
-		Model: func(def runtime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
-				return parent, nil
-			}
-			return child, nil
-		},
-		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
-		IdleTimeout: 2 * time.Second, Logger: slog.New(log), MaxRetries: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := &harness{nc: nc, parent: parent, child: child, log: log, maxRetries: 1}
+	n := h.start(t)
 	t.Cleanup(n.Close)
 	return n
 }
