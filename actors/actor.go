@@ -182,7 +182,7 @@ func (a *runActor) perform(ctx actor.Context, eff lifecycle.Effect) {
 		n.mu.Unlock()
 		n.logger.Debug("actors: attempt starts", "run", run, "reason", e.Reason)
 		go func() {
-			res, store, err := n.attempt(attemptCtx, m, session, run, e.Reason.String(), kept)
+			res, store, err := n.attempt(attemptCtx, m, session, run, e.Reason, kept)
 			keepable := false
 			if errors.Is(err, runtime.ErrWaiting) {
 				// Off the mailbox: shedding walks the handle's caches.
@@ -216,7 +216,7 @@ func (a *runActor) perform(ctx actor.Context, eff lifecycle.Effect) {
 		}()
 	case lifecycle.HandOver:
 		n.logger.Info("actors: run moved to another member; handing it over", "run", run, "member", m.id)
-		n.wake(session, run, e.Reason.String())
+		n.wake(session, run, e.Reason)
 	case lifecycle.Passivate:
 		ctx.Stop(self) // the run's state is in the log
 	case lifecycle.RearmIdle:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -171,7 +172,7 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 		n.wakeUnknownCreation(err, s.SessionID, s.RunID)
 		return Started{}, err
 	}
-	n.wake(s.SessionID, s.RunID, "started")
+	n.wake(s.SessionID, s.RunID, lifecycle.ReasonStarted)
 	return s, nil
 }
 
@@ -235,7 +236,7 @@ func (n *Node) existing(ctx context.Context, req StartRequest, rec *events.Run, 
 				return Started{}, err
 			}
 		}
-		n.wake(rec.SessionID, rec.RunID, "started")
+		n.wake(rec.SessionID, rec.RunID, lifecycle.ReasonStarted)
 	}
 	return Started{SessionID: rec.SessionID, RunID: rec.RunID, Existing: true}, nil
 }
@@ -252,7 +253,7 @@ func (n *Node) wakeUnknownCreation(err error, sessionID, runID string) {
 	if errors.Is(err, runtime.ErrConflict) || errors.Is(err, errExists) || errors.Is(err, ErrInvalid) {
 		return // refused: no record will land
 	}
-	n.wake(sessionID, runID, "started")
+	n.wake(sessionID, runID, lifecycle.ReasonStarted)
 }
 
 // admit puts a run the API starts in the active set, before its record is

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -108,7 +109,7 @@ func TestRunWithNoRecordWaitsOutTheGrace(t *testing.T) {
 	}{
 		{"attempt", func(sess, run string) error {
 			n.attempts.Add(1)
-			_, _, err := n.attempt(ctx, n.current(), sess, run, "test", nil)
+			_, _, err := n.attempt(ctx, n.current(), sess, run, lifecycle.ReasonStarted, nil)
 			return err
 		}},
 		{"sweep", func(sess, run string) error {

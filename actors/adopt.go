@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
+
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 )
 
 // Adopt makes this node responsible for a root run whose record and
@@ -33,6 +35,6 @@ func (n *Node) Adopt(ctx context.Context, sessionID, runID string) error {
 	if err := n.markActive(ctx, sessionID, runID); err != nil {
 		return err
 	}
-	n.wake(sessionID, runID, "adopted")
+	n.wake(sessionID, runID, lifecycle.ReasonStarted)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -134,7 +135,7 @@ func (c *controller) adopt(ctx context.Context, rec events.Run) (runtime.AgentRu
 	}
 	switch {
 	case st.Status == runtime.StatusRunning:
-		c.n.wake(rec.SessionID, rec.RunID, "spawned")
+		c.n.wake(rec.SessionID, rec.RunID, lifecycle.ReasonStarted)
 	case !st.Status.Active():
 		// The child ended while track read it running: track's write to
 		// the active set may have landed after the end's purge. Purged

@@ -431,7 +431,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 		switch v {
 		case sweep.Wake:
 			woken++
-			n.wake(a.session, a.run, lifecycle.ReasonRecovered.String())
+			n.wake(a.session, a.run, lifecycle.ReasonRecovered)
 		case sweep.Settle:
 			// Admitted with no record (yet): nothing to attempt, and
 			// nothing to write. Its entry goes once older than admitGrace

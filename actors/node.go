@@ -54,6 +54,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/internal/lru"
@@ -228,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		closed := n.closed
 		n.mu.Unlock()
 		if !closed {
-			n.wake(sessionID, runID, "deadline")
+			n.wake(sessionID, runID, lifecycle.ReasonDeadline)
 		}
 	})
 	for _, c := range cfg.Capabilities {
@@ -472,11 +473,6 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), beginTimeout)
 }
 
-// reasonUntracked was the wake of a run the API created but could not put
-// in the active set; admission now refuses such a run (admit), and
-// nothing sends it. Kept for the actor's code, which still reads it.
-const reasonUntracked = "started, not yet in the active set"
-
 // beginTimeout bounds the creation and bookkeeping of a run the API
 // starts.
 const beginTimeout = 30 * time.Second
@@ -546,7 +542,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 		n.wakeUnknownCreation(err, sessionID, runID)
 		return "", err
 	}
-	n.wake(sessionID, runID, "started")
+	n.wake(sessionID, runID, lifecycle.ReasonStarted)
 	return runID, nil
 }
 
@@ -870,7 +866,7 @@ var errEnded = errors.New("actors: run ended")
 //
 // kept is the handle of the run's previous attempt on this actor (nil:
 // open one); the handle the attempt used is returned with its outcome.
-func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason string, kept runtime.Store) (res *runtime.Result, store runtime.Store, err error) {
+func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, reason lifecycle.Reason, kept runtime.Store) (res *runtime.Result, store runtime.Store, err error) {
 	defer n.attempts.Done()
 	defer func() {
 		// Whatever step the root's wall-clock deadline interrupted (opening
@@ -946,7 +942,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID, reason 
 		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
 		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}
-	if reason == "recovered" {
+	if reason == lifecycle.ReasonRecovered {
 		in.RecoveryNotice = "The node running this task restarted or left the cluster, and this task was resumed. Work committed before that stands; a call whose outcome was lost is marked as having an unknown effect."
 	}
 	// The root's wall-clock budget ending the attempt is told by the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/internal/clock"
 )
 
@@ -25,13 +26,16 @@ type wakeQueue struct {
 	workers int
 }
 
-type wakeReq struct{ session, run, reason string }
+type wakeReq struct {
+	session, run string
+	reason       lifecycle.Reason
+}
 
 // wake tells a run's actor to start or resume, without blocking the caller.
 // A member that just started may not know itself as the owner of any
 // identity yet: the request is retried with backoff (bounded) until it is
 // delivered or the node closes.
-func (n *Node) wake(sessionID, runID, reason string) {
+func (n *Node) wake(sessionID, runID string, reason lifecycle.Reason) {
 	q := &n.wakes
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -59,7 +63,7 @@ func (n *Node) wakeWorker() {
 		q.queue[0] = wakeReq{}
 		q.queue = q.queue[1:]
 		q.mu.Unlock()
-		n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: wireReason(reasonOf(r.reason))})
+		n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: wireReason(r.reason)})
 	}
 }
 
