@@ -292,28 +292,35 @@ func (n *Node) unrecorded(ctx context.Context, sessionID, runID string) error {
 // settleUnrecorded removes the active-set entry of a run with no record
 // once it is older than admitGrace; gone reports that no entry is left. The
 // caller has read that the run has no record; if it has one by now, the
-// entry stays (gone is false).
+// entry stays (gone is false). The sweep and an attempt may settle the same
+// entry at once: the one whose purge is fenced out reads the entry again
+// and finds it gone, which is the outcome it wanted, not an error.
 func (n *Node) settleUnrecorded(ctx context.Context, sessionID, runID string) (gone bool, age time.Duration, err error) {
-	m, err := n.activeW.w.Last(ctx, n.activeW.subject(runID))
-	if err != nil {
-		return false, 0, fmt.Errorf("actors: run %s has no record; read its active-set entry: %w", runID, err)
+	for try := 0; ; try++ {
+		m, err := n.activeW.w.Last(ctx, n.activeW.subject(runID))
+		if err != nil {
+			return false, 0, fmt.Errorf("actors: run %s has no record; read its active-set entry: %w", runID, err)
+		}
+		if m == nil {
+			return true, 0, nil
+		}
+		if op := m.Header.Get(kvOperation); op == kvOperationDel || op == kvOperationPurge {
+			return true, 0, nil
+		}
+		age = n.now().Sub(m.Time)
+		if age < admitGrace {
+			return false, age, nil
+		}
+		// The record may have landed since the caller read none.
+		if rec, err := n.log.readRun(ctx, sessionID, runID); err != nil || rec != nil {
+			return false, age, err
+		}
+		err = n.activeW.purge(ctx, runID, activeMarkerTTL, m.Sequence)
+		if err == nil {
+			return true, age, nil
+		}
+		if !errors.Is(err, runtime.ErrConflict) || try == 2 {
+			return false, age, fmt.Errorf("actors: drop run %s, admitted %s ago with no record, from the active set: %w", runID, age.Round(time.Second), err)
+		}
 	}
-	if m == nil {
-		return true, 0, nil
-	}
-	if op := m.Header.Get(kvOperation); op == kvOperationDel || op == kvOperationPurge {
-		return true, 0, nil
-	}
-	age = n.now().Sub(m.Time)
-	if age < admitGrace {
-		return false, age, nil
-	}
-	// The record may have landed since the caller read none.
-	if rec, err := n.log.readRun(ctx, sessionID, runID); err != nil || rec != nil {
-		return false, age, err
-	}
-	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, m.Sequence); err != nil {
-		return false, age, fmt.Errorf("actors: drop run %s, admitted %s ago with no record, from the active set: %w", runID, age.Round(time.Second), err)
-	}
-	return true, age, nil
 }

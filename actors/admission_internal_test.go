@@ -153,3 +153,45 @@ func TestRunWithNoRecordWaitsOutTheGrace(t *testing.T) {
 		})
 	}
 }
+
+// The sweep and an attempt may settle the same unrecorded entry at once;
+// the one whose purge is fenced out by the other's finds the entry gone,
+// which is what it wanted: both report it gone, neither fails. (Before,
+// the loser failed with a revision conflict, and an attempt that should
+// have ended the run was retried.)
+func TestSettleUnrecordedTwiceAtOnce(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	clock := &offsetClock{}
+	n := startInternal(t, nc, clock)
+	const entries = 16
+	var runs [entries][2]string
+	for i := range runs {
+		runs[i] = [2]string{newID("s"), newID("r")}
+		if err := n.markActive(ctx, runs[i][0], runs[i][1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(admitGrace + time.Second)
+	type answer struct {
+		gone bool
+		err  error
+	}
+	answers := make(chan answer, 2*entries)
+	start := make(chan struct{})
+	for _, r := range runs {
+		for range 2 {
+			go func() {
+				<-start
+				gone, _, err := n.settleUnrecorded(ctx, r[0], r[1])
+				answers <- answer{gone, err}
+			}()
+		}
+	}
+	close(start)
+	for range 2 * entries {
+		if a := <-answers; a.err != nil || !a.gone {
+			t.Errorf("settle of an old unrecorded entry, twice at once: gone %v, %v; want gone, no error", a.gone, a.err)
+		}
+	}
+}

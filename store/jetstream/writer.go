@@ -203,7 +203,25 @@ func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, e
 		case fence != "" && conflict(err):
 			// Either another writer got in, or an earlier try of this very
 			// message was stored and its acknowledgement lost (R1 answers a
-			// retry with 10071, not duplicate): the log decides.
+			// retry with 10071, not duplicate): the log decides. Or neither:
+			// a replicated stream's leader acknowledges a fenced write
+			// before it forgets that the fence's subject is in process, and
+			// refuses a fenced write that arrives in between although the
+			// fence holds. Then the log has not moved on, nothing of ours
+			// is stored, and the write is tried again.
+			if attempt < w.retries && ctx.Err() == nil {
+				last, rerr := w.last(ctx, fence)
+				if rerr == nil && last != nil && last.Header.Get(jetstream.MsgIDHeader) == id {
+					return last.Sequence, nil
+				}
+				if rerr == nil && (last == nil && expect == 0 || last != nil && last.Sequence == expect) {
+					w.log.Debug("jetstream: fenced write refused while its fence held; again", "subject", msg.Subject, "msg_id", id, "attempt", attempt, "err", err)
+					if werr := w.sleep(ctx, attempt); werr != nil {
+						return 0, fmt.Errorf("jetstream: publish %s: %w (then %v)", id, err, werr)
+					}
+					continue
+				}
+			}
 			return settle(ctx, err)
 		case transient(err) && attempt < w.retries && ctx.Err() == nil && !w.down():
 			w.log.Debug("jetstream: publish retry", "subject", msg.Subject, "msg_id", id, "attempt", attempt, "err", err)
