@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -214,14 +213,8 @@ func (m *commitMode) Set(s string) error {
 	return fmt.Errorf("%q: want adaptive, single or batch", s)
 }
 
-// groupCommitFlag registers --group-commit on fs, defaulting to
-// CAIRN_GROUP_COMMIT.
-func groupCommitFlag(fs *flag.FlagSet, m *commitMode) error {
+// groupCommitFlag registers --group-commit on fs (CAIRN_GROUP_COMMIT
+// through parseFlags).
+func groupCommitFlag(fs *flag.FlagSet, m *commitMode) {
 	fs.Var(m, "group-commit", "how commits are grouped: adaptive (one by one while few are in flight, atomic batches when many runs commit at once), single (one by one: any JetStream server), batch")
-	if v := os.Getenv("CAIRN_GROUP_COMMIT"); v != "" {
-		if err := m.Set(v); err != nil {
-			return fmt.Errorf("CAIRN_GROUP_COMMIT: %w", err)
-		}
-	}
-	return nil
 }

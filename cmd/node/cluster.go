@@ -61,19 +61,23 @@ type embedded struct {
 	release func()
 }
 
+// clusterFlagNames are the flags flags registers, each also set by its
+// CAIRN_* variable.
+var clusterFlagNames = []string{"cluster", "node-name", "cluster-listen", "cluster-advertise", "nats-cluster", "nats-routes", "nats-listen", "replicas", "member-ttl", "member-heartbeat"}
+
 func (c *clusterOptions) flags(fs *flag.FlagSet) {
 	c.embedded = &embedded{}
 	host, _ := os.Hostname()
-	fs.BoolVar(&c.enabled, "cluster", envBool("CAIRN_CLUSTER"), "join a Cairn cluster on the shared NATS (implied by --nats-cluster)")
-	fs.StringVar(&c.name, "node-name", env("CAIRN_NODE_NAME", sanitizeName(host)), "this node's name in the cluster (letters, digits, _ and -; stable across restarts)")
-	fs.StringVar(&c.listen, "cluster-listen", env("CAIRN_CLUSTER_LISTEN", "127.0.0.1:0"), "host:port of this member's actor remote")
-	fs.StringVar(&c.advertise, "cluster-advertise", env("CAIRN_CLUSTER_ADVERTISE", ""), "host other members dial, when it differs from --cluster-listen's")
-	fs.StringVar(&c.natsCluster, "nats-cluster", env("CAIRN_NATS_CLUSTER", ""), "host:port: the embedded NATS server joins a NATS cluster, listening for routes here")
-	fs.StringVar(&c.natsRoutes, "nats-routes", env("CAIRN_NATS_ROUTES", ""), "the other nodes' --nats-cluster addresses, comma-separated")
-	fs.StringVar(&c.natsListen, "nats-listen", env("CAIRN_NATS_LISTEN", ""), "host:port of the embedded NATS server's client listener (default: none, in-process only)")
-	fs.IntVar(&c.replicas, "replicas", envInt("CAIRN_REPLICAS", 0), "replicas of the run log and buckets: 1, 3 or 5 (default 3 with --nats-cluster, else 1)")
-	fs.DurationVar(&c.ttl, "member-ttl", envDuration("CAIRN_MEMBER_TTL", 10*time.Second), "a member that does not refresh its entry for this long is gone; its runs move")
-	fs.DurationVar(&c.heartbeat, "member-heartbeat", envDuration("CAIRN_MEMBER_HEARTBEAT", 0), "how often a member refreshes its entry (default a third of --member-ttl)")
+	fs.BoolVar(&c.enabled, "cluster", false, "join a Cairn cluster on the shared NATS (implied by --nats-cluster)")
+	fs.StringVar(&c.name, "node-name", sanitizeName(host), "this node's name in the cluster (letters, digits, _ and -; stable across restarts)")
+	fs.StringVar(&c.listen, "cluster-listen", "127.0.0.1:0", "host:port of this member's actor remote")
+	fs.StringVar(&c.advertise, "cluster-advertise", "", "host other members dial, when it differs from --cluster-listen's")
+	fs.StringVar(&c.natsCluster, "nats-cluster", "", "host:port: the embedded NATS server joins a NATS cluster, listening for routes here")
+	fs.StringVar(&c.natsRoutes, "nats-routes", "", "the other nodes' --nats-cluster addresses, comma-separated")
+	fs.StringVar(&c.natsListen, "nats-listen", "", "host:port of the embedded NATS server's client listener (default: none, in-process only)")
+	fs.IntVar(&c.replicas, "replicas", 0, "replicas of the run log and buckets: 1, 3 or 5 (default 3 with --nats-cluster, else 1)")
+	fs.DurationVar(&c.ttl, "member-ttl", 10*time.Second, "a member that does not refresh its entry for this long is gone; its runs move")
+	fs.DurationVar(&c.heartbeat, "member-heartbeat", 0, "how often a member refreshes its entry (default a third of --member-ttl)")
 }
 
 // on reports whether this node joins a Cairn cluster.
@@ -533,23 +537,4 @@ func sanitizeName(s string) string {
 		return "node"
 	}
 	return b.String()
-}
-
-func envBool(key string) bool {
-	v, _ := strconv.ParseBool(os.Getenv(key))
-	return v
-}
-
-func envInt(key string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
 }

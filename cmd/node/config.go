@@ -35,7 +35,7 @@ func applyConfig(fs *flag.FlagSet, path string) error {
 		if f == nil || name == "config" {
 			return fmt.Errorf("config %s: unknown setting %q", path, name)
 		}
-		if set[name] || os.Getenv("CAIRN_"+strings.ToUpper(name)) != "" {
+		if set[name] { // by the command line or its CAIRN_* variable (parseFlags)
 			continue
 		}
 		if err := fs.Set(name, fmt.Sprint(v)); err != nil {

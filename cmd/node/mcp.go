@@ -305,20 +305,17 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := nodeOptions{}
-	fs.StringVar(&o.agentsDir, "agents", env("CAIRN_AGENTS", "examples/agents"), "directory of agent definitions")
-	fs.StringVar(&o.data, "data", env("CAIRN_DATA", ".cairn"), "JetStream data directory of the embedded server")
-	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
-	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "model for every agent")
+	fs.StringVar(&o.agentsDir, "agents", "examples/agents", "directory of agent definitions")
+	fs.StringVar(&o.data, "data", ".cairn", "JetStream data directory of the embedded server")
+	fs.StringVar(&o.natsURL, "nats", "", "existing NATS server URL")
+	fs.StringVar(&o.model, "model", "", "model for every agent")
 	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
-	if err := groupCommitFlag(fs, &o.groupCommit); err != nil {
-		fmt.Fprintln(stderr, "node mcp:", err)
-		return 2
-	}
-	fs.StringVar(&o.mcpServers, "mcp-servers", env("CAIRN_MCP_SERVERS", ""), "file of MCP servers whose tools are capabilities (YAML or JSON)")
-	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
-	config := fs.String("config", env("CAIRN_CONFIG", ""), "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	groupCommitFlag(fs, &o.groupCommit)
+	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
+	logFormat := fs.String("log", "text", "log format: text or json")
+	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
+	if err := parseFlags(fs, args, "agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "config"); err != nil {
+		return parseFailed(stderr, "node mcp", err)
 	}
 	if *config != "" {
 		if err := applyConfig(fs, *config); err != nil {

@@ -35,20 +35,20 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := replayOptions{}
-	fs.StringVar(&o.data, "data", env("CAIRN_DATA", ".cairn"), "JetStream data directory of the embedded server")
-	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
-	fs.StringVar(&o.agentsDir, "agents", env("CAIRN_AGENTS", "examples/agents"), "directory of agent definitions (for --redrive and --fork --agent)")
+	fs.StringVar(&o.data, "data", ".cairn", "JetStream data directory of the embedded server")
+	fs.StringVar(&o.natsURL, "nats", "", "existing NATS server URL")
+	fs.StringVar(&o.agentsDir, "agents", "examples/agents", "directory of agent definitions (for --redrive and --fork --agent)")
 	fs.StringVar(&o.at, "at", "", "revision: N, last or last-K (default last)")
 	fs.BoolVar(&o.json, "json", false, "print the reconstructed state (checkpoint, window, transcript) as JSON")
 	fs.BoolVar(&o.redrive, "redrive", false, "run the loop again from --at (default: the start) against the recorded responses; report differences")
 	fs.BoolVar(&o.acceptContract, "accept-contract-change", false, "with --redrive: re-drive a log written under another contract (definition version or build); everything else must match")
 	fs.BoolVar(&o.fork, "fork", false, "start a new run in a new session from revision --at")
 	fs.StringVar(&o.forkAgent, "agent", "", "with --fork: resume under this agent's current definition (another version)")
-	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "with --fork: the model the fork runs with (openai:..., anthropic:..., scripted:FILE)")
+	fs.StringVar(&o.model, "model", "", "with --fork: the model the fork runs with (openai:..., anthropic:..., scripted:FILE)")
 	fs.StringVar(&o.diff, "diff", "", "diff revision --at with this revision of the same run")
 	fs.StringVar(&o.diffRun, "diff-run", "", "diff the run with this run, revision by revision")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := parseFlags(fs, args, "data", "nats", "agents", "model"); err != nil {
+		return parseFailed(stderr, "node replay", err)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "node replay: want one RUN")

@@ -28,14 +28,11 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	resume := fs.String("resume", "", "continue this run")
 	noSync := fs.Bool("nosync", false, "embedded server without SyncAlways")
 	var gc commitMode
-	if err := groupCommitFlag(fs, &gc); err != nil {
-		fmt.Fprintln(stderr, "node run:", err)
-		return 2
-	}
+	groupCommitFlag(fs, &gc)
 	asJSON := fs.Bool("json", false, "print the result as JSON only")
-	mcpServers := fs.String("mcp-servers", os.Getenv("CAIRN_MCP_SERVERS"), "file of MCP servers whose tools are capabilities (YAML or JSON)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	mcpServers := fs.String("mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
+	if err := parseFlags(fs, args, "group-commit", "mcp-servers"); err != nil {
+		return parseFailed(stderr, "node run", err)
 	}
 	rest := fs.Args()
 	if len(rest) < 1 || (*resume == "" && len(rest) < 2) {

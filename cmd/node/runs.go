@@ -24,8 +24,8 @@ import (
 func runsCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	apiURL := fs.String("api", env("CAIRN_API", "http://127.0.0.1:8700"), "node API URL")
-	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token")
+	apiURL := fs.String("api", "http://127.0.0.1:8700", "node API URL")
+	token := fs.String("token", "", "bearer token")
 	asJSON := fs.Bool("json", false, "print JSON")
 	key := fs.String("key", "", "start: the idempotency key (default: a new random one); a start retried with it returns the same run")
 	retryFor := fs.Duration("retry-for", time.Minute, "start: how long to retry refused connections and 5xx answers (with the same key)")
@@ -34,8 +34,8 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	verb := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if err := parseFlags(fs, args[1:], "api", "token"); err != nil {
+		return parseFailed(stderr, "node runs", err)
 	}
 	c := &client{base: strings.TrimRight(*apiURL, "/"), token: *token, http: &http.Client{}}
 	arg := func() (string, bool) {

@@ -39,23 +39,20 @@ func serveCmd(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := serveOptions{}
-	fs.StringVar(&o.agentsDir, "agents", env("CAIRN_AGENTS", "examples/agents"), "directory of agent definitions")
-	fs.StringVar(&o.data, "data", env("CAIRN_DATA", ".cairn"), "JetStream data directory of the embedded server")
-	fs.StringVar(&o.natsURL, "nats", env("CAIRN_NATS", ""), "existing NATS server URL")
-	fs.StringVar(&o.model, "model", env("CAIRN_MODEL", ""), "model for every agent")
+	fs.StringVar(&o.agentsDir, "agents", "examples/agents", "directory of agent definitions")
+	fs.StringVar(&o.data, "data", ".cairn", "JetStream data directory of the embedded server")
+	fs.StringVar(&o.natsURL, "nats", "", "existing NATS server URL")
+	fs.StringVar(&o.model, "model", "", "model for every agent")
 	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
-	if err := groupCommitFlag(fs, &o.groupCommit); err != nil {
-		fmt.Fprintln(stderr, "node serve:", err)
-		return 2
-	}
-	fs.StringVar(&o.listen, "listen", env("CAIRN_LISTEN", "127.0.0.1:8700"), "HTTP address")
-	fs.StringVar(&o.mcpServers, "mcp-servers", env("CAIRN_MCP_SERVERS", ""), "file of MCP servers whose tools are capabilities (YAML or JSON)")
-	token := fs.String("token", env("CAIRN_TOKEN", ""), "bearer token of the default principal")
-	logFormat := fs.String("log", env("CAIRN_LOG", "text"), "log format: text or json")
-	config := fs.String("config", env("CAIRN_CONFIG", ""), "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
+	groupCommitFlag(fs, &o.groupCommit)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8700", "HTTP address")
+	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
+	token := fs.String("token", "", "bearer token of the default principal")
+	logFormat := fs.String("log", "text", "log format: text or json")
+	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "config", "listen", "token"}, clusterFlagNames...)...); err != nil {
+		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
 		if err := applyConfig(fs, *config); err != nil {
@@ -67,7 +64,12 @@ func serveCmd(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "node serve:", err)
 		return 2
 	}
-	o.tokens = parseTokens(os.Getenv("CAIRN_TOKENS"))
+	tokens, err := parseTokens(os.Getenv("CAIRN_TOKENS"))
+	if err != nil {
+		fmt.Fprintln(stderr, "node serve:", err)
+		return 2
+	}
+	o.tokens = tokens
 	if *token != "" {
 		o.tokens[*token] = "default"
 	}
@@ -85,22 +87,31 @@ func serveCmd(args []string, stderr io.Writer) int {
 	return 0
 }
 
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// parseTokens reads "alice=tok1,bob=tok2".
-func parseTokens(s string) map[string]string {
+// parseTokens reads "alice=tok1,bob=tok2" (CAIRN_TOKENS). A pair that is
+// not principal=token, or a token given twice, is an error naming the pair
+// by its position and principal, never by its token: a typo must not leave
+// a principal locked out, or two principals sharing one token, unnoticed.
+func parseTokens(s string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
-		if owner, tok, ok := strings.Cut(strings.TrimSpace(pair), "="); ok && owner != "" && tok != "" {
-			out[tok] = owner
-		}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
 	}
-	return out
+	for i, pair := range strings.Split(s, ",") {
+		owner, tok, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		owner, tok = strings.TrimSpace(owner), strings.TrimSpace(tok)
+		switch {
+		case !ok: // the entry may be a bare token: never print it
+			return nil, fmt.Errorf("CAIRN_TOKENS: entry %d has no '=': want principal=token, comma-separated", i+1)
+		case owner == "":
+			return nil, fmt.Errorf("CAIRN_TOKENS: entry %d has no principal before its '='", i+1)
+		case tok == "":
+			return nil, fmt.Errorf("CAIRN_TOKENS: entry %d (principal %q) has no token", i+1, owner)
+		case out[tok] != "":
+			return nil, fmt.Errorf("CAIRN_TOKENS: entry %d (principal %q): its token is also %q's", i+1, owner, out[tok])
+		}
+		out[tok] = owner
+	}
+	return out, nil
 }
 
 // loopback reports whether addr listens on loopback only.

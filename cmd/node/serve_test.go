@@ -257,10 +257,10 @@ func TestConfigPrecedence(t *testing.T) {
 	t.Setenv("CAIRN_MODEL", "openai:from-env")
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8700", "")
-	data := fs.String("data", env("CAIRN_DATA", ".cairn"), "")
-	mdl := fs.String("model", env("CAIRN_MODEL", ""), "")
+	data := fs.String("data", ".cairn", "")
+	mdl := fs.String("model", "", "")
 	fs.String("config", "", "")
-	if err := fs.Parse([]string{"--data", "/from/flag"}); err != nil {
+	if err := parseFlags(fs, []string{"--data", "/from/flag"}, "listen", "data", "model", "config"); err != nil {
 		t.Fatal(err)
 	}
 	if err := applyConfig(fs, path); err != nil {
@@ -275,4 +275,55 @@ func TestConfigPrecedence(t *testing.T) {
 	if err := applyConfig(fs, path); err == nil || !strings.Contains(err.Error(), `unknown setting "lisen"`) {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// A CAIRN_* value that does not parse stops the command with an error
+// naming the variable and what it wants; before, CAIRN_MEMBER_TTL=10 fell
+// back to the default without a word. A command-line flag still wins over
+// its variable, and a malformed CAIRN_TOKENS names the entry, never a token.
+func TestEnvironmentThatDoesNotParse(t *testing.T) {
+	for _, tc := range []struct {
+		env, value string
+		want       string
+	}{
+		{"CAIRN_MEMBER_TTL", "10", `CAIRN_MEMBER_TTL="10"`},
+		{"CAIRN_REPLICAS", "three", `CAIRN_REPLICAS="three"`},
+		{"CAIRN_CLUSTER", "yes please", `CAIRN_CLUSTER="yes please"`},
+		{"CAIRN_GROUP_COMMIT", "sometimes", `CAIRN_GROUP_COMMIT="sometimes"`},
+		{"CAIRN_TOKENS", "alice=tok1,s3cr3t-bare", "CAIRN_TOKENS: entry 2 has no '='"},
+		{"CAIRN_TOKENS", "alice=tok1,bob=tok1", `CAIRN_TOKENS: entry 2 (principal "bob"): its token is also "alice"'s`},
+		{"CAIRN_TOKENS", "=tok1", "CAIRN_TOKENS: entry 1 has no principal"},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			var stderr strings.Builder
+			// --data in a fresh directory: the command must stop before it
+			// opens anything.
+			code := serveCmd([]string{"--data", t.TempDir()}, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("serve with %s=%s: exit %d, %q; want exit 2 naming %s", tc.env, tc.value, code, stderr.String(), tc.want)
+			}
+			for _, secret := range []string{"tok1", "s3cr3t"} {
+				if tc.env == "CAIRN_TOKENS" && strings.Contains(stderr.String(), secret) {
+					t.Fatalf("the error shows a token: %q", stderr.String())
+				}
+			}
+		})
+	}
+	t.Run("the flag wins over its variable", func(t *testing.T) {
+		t.Setenv("CAIRN_MEMBER_TTL", "not a duration")
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		ttl := fs.Duration("member-ttl", 10*time.Second, "")
+		if err := parseFlags(fs, []string{"--member-ttl", "20s"}, "member-ttl"); err != nil || *ttl != 20*time.Second {
+			t.Fatalf("--member-ttl 20s with a bad CAIRN_MEMBER_TTL: %s, %v", *ttl, err)
+		}
+	})
+	t.Run("a good value is used", func(t *testing.T) {
+		t.Setenv("CAIRN_MEMBER_TTL", "30s")
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		ttl := fs.Duration("member-ttl", 10*time.Second, "")
+		if err := parseFlags(fs, nil, "member-ttl"); err != nil || *ttl != 30*time.Second {
+			t.Fatalf("CAIRN_MEMBER_TTL=30s: %s, %v", *ttl, err)
+		}
+	})
 }
