@@ -2,8 +2,10 @@
 // an agent task against an injected model, store, controller, capability
 // backend and JavaScript executor, and leaves a durable checkpoint after
 // every step so that a later attempt resumes exactly where this one stopped.
-// It implements spec/agentruntime.md; code and tests cite the clauses of
-// spec/CONTRACT.md (C1-C42).
+// What it guarantees, and what it requires of the store, the controller and
+// the other parts the host plugs in, is the run contract in the
+// repository's docs/contract.md; code and tests cite its clauses by number
+// (C1-C42 for the loop and its store, D1-D6 for the design around it).
 //
 // A minimal host:
 //
