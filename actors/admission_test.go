@@ -256,7 +256,7 @@ func TestStartRefusedWhileTheActiveSetRefuses(t *testing.T) {
 			restore()
 		}
 	}()
-	lastCreated := logged(t, nc, events.Prefix+".sess.*.run.*.created").Sequence
+	lastCreated := logged(t, nc, events.AllCreated).Sequence
 	lastOfSession := logged(t, nc, events.SessionAll(sess)).Sequence
 	keyed := actors.StartRequest{Owner: "alice", Agent: "a", Message: "Answer.", IdempotencyKey: "k"}
 	if _, err := n.StartRun(ctx, keyed); !errors.Is(err, actors.ErrUnavailable) {
@@ -268,7 +268,7 @@ func TestStartRefusedWhileTheActiveSetRefuses(t *testing.T) {
 	if _, err := n.Continue(ctx, sess, "second"); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("continue: %v; want ErrUnavailable", err)
 	}
-	if m := logged(t, nc, events.Prefix+".sess.*.run.*.created"); m.Sequence != lastCreated {
+	if m := logged(t, nc, events.AllCreated); m.Sequence != lastCreated {
 		t.Fatalf("a record was written while the active set refused: %s", m.Subject)
 	}
 	if m := logged(t, nc, events.SessionAll(sess)); m.Sequence != lastOfSession {

@@ -800,13 +800,12 @@ const finishConcurrency = 64
 const inProgressEvery = 3 * time.Second
 
 func (n *Node) finished(msg jetstream.Msg) {
-	// cairn.sess.<s>.run.<r>.c.done | cairn.sess.<s>.run.<r>.end
-	tok := strings.Split(msg.Subject(), ".")
-	if len(tok) < 6 {
+	subj, err := events.ParseSubject(msg.Subject()) // a completed commit or an end record
+	if err != nil || subj.RunID == "" {
 		_ = msg.Term()
 		return
 	}
-	sessionID, runID := tok[2], tok[4]
+	sessionID, runID := subj.SessionID, subj.RunID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec, err := n.log.readRun(ctx, sessionID, runID)
@@ -982,7 +981,7 @@ func (n *Node) Lookup(ctx context.Context, runID string) (*events.Run, error) {
 		return nil, err
 	}
 	var r events.Run
-	found, err := n.log.lastPayload(ctx, events.Prefix+".sess.*.run."+runID+".created", &r)
+	found, err := n.log.lastPayload(ctx, events.RunCreatedAnySession(runID), &r)
 	if err != nil {
 		return nil, err
 	}

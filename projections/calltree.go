@@ -60,7 +60,7 @@ func (t *CallTree) Name() string { return "calltree" }
 
 // Filters implements Projection.
 func (t *CallTree) Filters() []string {
-	return []string{events.Prefix + ".sess.*.run.*.created", events.AllCheckpoints, events.AllEnded}
+	return []string{events.AllCreated, events.AllCheckpoints, events.AllEnded}
 }
 
 func (t *CallTree) run(e Event) *TreeRun {

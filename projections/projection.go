@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
@@ -21,7 +20,10 @@ type Event struct {
 }
 
 // Completed reports whether the event is a run's completed commit.
-func (e Event) Completed() bool { return strings.HasSuffix(e.Subject, ".c.done") }
+func (e Event) Completed() bool {
+	s, err := events.ParseSubject(e.Subject)
+	return err == nil && s.Kind == events.KindDone
+}
 
 // Checkpoint decodes the payload of a CheckpointCommitted event. The
 // payload must be inline (the runner resolves object-store references

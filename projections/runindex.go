@@ -50,7 +50,7 @@ func (ix *RunIndex) Name() string { return "runindex" }
 // Filters implements Projection.
 func (ix *RunIndex) Filters() []string {
 	return []string{
-		events.Prefix + ".sess.*.run.*.created", events.Prefix + ".sess.*.run.*.lease",
+		events.AllCreated, events.AllLeases,
 		events.AllCompletions, events.AllEnded,
 	}
 }

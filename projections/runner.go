@@ -129,7 +129,7 @@ func (r *Runner) serverFilters() []string {
 		r.serverSide = true
 		return f
 	}
-	return []string{events.Prefix + ".>"}
+	return []string{events.All}
 }
 
 // consumerPrefix starts the names of a projection's durable consumers.

@@ -57,7 +57,8 @@ func (s Session) Window() []model.Message {
 // a node builds it for one session on demand (NewTranscripts with that
 // session) rather than for the whole log.
 type Transcripts struct {
-	filter   string
+	// followed is the one session followed; "*" for all of them.
+	followed string
 	mu       sync.RWMutex
 	sessions map[string]*Session
 }
@@ -65,11 +66,10 @@ type Transcripts struct {
 // NewTranscripts follows one session, or every session when sessionID is
 // "".
 func NewTranscripts(sessionID string) *Transcripts {
-	f := events.Prefix + ".sess.*"
-	if sessionID != "" {
-		f = events.Prefix + ".sess." + sessionID
+	if sessionID == "" {
+		sessionID = "*"
 	}
-	return &Transcripts{filter: f, sessions: map[string]*Session{}}
+	return &Transcripts{followed: sessionID, sessions: map[string]*Session{}}
 }
 
 var _ Projection = (*Transcripts)(nil)
@@ -79,7 +79,7 @@ func (t *Transcripts) Name() string { return "transcripts" }
 
 // Filters implements Projection.
 func (t *Transcripts) Filters() []string {
-	return []string{t.filter + ".run.*.c.*", t.filter + ".compact"}
+	return []string{events.SessionCheckpoints(t.followed), events.SessionCompactions(t.followed)}
 }
 
 func (t *Transcripts) session(id string) *Session {

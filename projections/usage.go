@@ -50,7 +50,7 @@ func (u *Usage) Name() string { return "usage" }
 
 // Filters implements Projection.
 func (u *Usage) Filters() []string {
-	return []string{events.Prefix + ".sess.*.run.*.created", events.Prefix + ".sess.*.run.*.lease", events.AllCheckpoints, events.Prefix + ".sess.*.compact"}
+	return []string{events.AllCreated, events.AllLeases, events.AllCheckpoints, events.AllCompactions}
 }
 
 func (u *Usage) run(id string) *RunUsage {

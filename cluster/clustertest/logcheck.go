@@ -129,7 +129,7 @@ func Check(ctx context.Context, js jetstream.JetStream, stream string) (*Report,
 					r.Leases = append(r.Leases, Lease{SessionID: ev.SessionID, RunID: ev.RunID, Holder: l.Holder, Epoch: l.Epoch, Time: ev.Time, Seq: seq})
 				}
 			case ev.Type == events.CheckpointCommitted:
-				c := Commit{SessionID: ev.SessionID, RunID: ev.RunID, Revision: ev.Revision, Epoch: ev.Epoch, Done: strings.HasSuffix(subject, ".c.done"), Time: ev.Time, Seq: seq}
+				c := Commit{SessionID: ev.SessionID, RunID: ev.RunID, Revision: ev.Revision, Epoch: ev.Epoch, Done: isDone(subject), Time: ev.Time, Seq: seq}
 				key := fmt.Sprintf("%s/%d", ev.RunID, ev.Revision)
 				if seen[key] {
 					rep.Violations = append(rep.Violations, fmt.Sprintf("run %s: revision %d appended twice (seq %d)", ev.RunID, ev.Revision, seq))
@@ -153,4 +153,10 @@ func Check(ctx context.Context, js jetstream.JetStream, stream string) (*Report,
 			return rep, nil
 		}
 	}
+}
+
+// isDone reports whether subject is a run's completed commit.
+func isDone(subject string) bool {
+	s, err := events.ParseSubject(subject)
+	return err == nil && s.Kind == events.KindDone
 }

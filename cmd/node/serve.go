@@ -449,7 +449,7 @@ func (x *api) events(w http.ResponseWriter, r *http.Request, principal string) {
 		}
 		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, red.Redact(string(msg.Data())))
 		flusher.Flush()
-		if strings.HasSuffix(msg.Subject(), ".c.done") || strings.HasSuffix(msg.Subject(), ".end") {
+		if subj, err := events.ParseSubject(msg.Subject()); err == nil && subj.Kind.Final() {
 			fmt.Fprint(w, "event: end\ndata: {}\n\n")
 			flusher.Flush()
 			return

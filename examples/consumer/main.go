@@ -14,7 +14,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,7 +96,7 @@ func follow(ctx context.Context, js jetstream.JetStream, session, run string, w 
 			continue
 		}
 		fmt.Fprintf(w, "%d %s %s\n", meta.Sequence.Stream, e.Type, describe(e))
-		if run != "" && (e.Type == events.RunEnded || strings.HasSuffix(m.Subject(), ".c.done")) {
+		if run != "" && (e.Type == events.RunEnded || isDone(m.Subject())) {
 			return nil
 		}
 	}
@@ -141,4 +140,10 @@ func describe(e events.Envelope) string {
 		}
 	}
 	return "run " + e.RunID
+}
+
+// isDone reports whether subject is a run's completed commit.
+func isDone(subject string) bool {
+	s, err := events.ParseSubject(subject)
+	return err == nil && s.Kind == events.KindDone
 }

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -163,14 +162,18 @@ func Load(ctx context.Context, js jetstream.JetStream, stream, runID string) (*H
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream %s: %w", stream, err)
 	}
-	m, err := st.GetLastMsgForSubject(ctx, events.Prefix+".sess.*.run."+runID+".>")
+	m, err := st.GetLastMsgForSubject(ctx, events.RunAnySession(runID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, runID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay: find run %s: %w", runID, err)
 	}
-	return LoadIn(ctx, js, stream, strings.Split(m.Subject, ".")[2], runID)
+	subj, err := events.ParseSubject(m.Subject)
+	if err != nil {
+		return nil, fmt.Errorf("replay: find run %s: %w", runID, err)
+	}
+	return LoadIn(ctx, js, stream, subj.SessionID, runID)
 }
 
 // LoadIn reads the history of a run of a known session.

@@ -155,7 +155,7 @@ func streamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "Cairn run log: checkpoints, leases, compactions",
-		Subjects:    []string{events.Prefix + ".>"},
+		Subjects:    []string{events.All},
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Retention:   jetstream.LimitsPolicy,

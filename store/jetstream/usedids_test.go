@@ -43,7 +43,7 @@ func logMsgs(t *testing.T, js njs.JetStream) []*njs.RawStreamMsg {
 func listed(t *testing.T, js njs.JetStream, s, r string) (counts []int, based []bool) {
 	t.Helper()
 	for _, m := range logMsgs(t, js) {
-		if !strings.HasPrefix(m.Subject, fmt.Sprintf("cairn.sess.%s.run.%s.c.", s, r)) {
+		if !events.SubjectMatches(events.RunCheckpoints(s, r), m.Subject) {
 			continue
 		}
 		e, err := events.Decode(m.Data)
@@ -153,7 +153,7 @@ func usedCallIDsInACopy(t *testing.T, revs int64) {
 	newStore(t, dst, jetstream.Config{}) // the stream, empty
 	js, _ := njs.New(src)
 	djs, _ := njs.New(dst)
-	if _, err := djs.Publish(ctx, "cairn.sess.other.run.o.lease", []byte("{}")); err != nil { // shifts every sequence by one
+	if _, err := djs.Publish(ctx, events.RunLease("other", "o"), []byte("{}")); err != nil { // shifts every sequence by one
 		t.Fatal(err)
 	}
 	for _, m := range logMsgs(t, js) {

@@ -91,7 +91,7 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 			if n < perRun {
 				return fmt.Errorf("b8 baseline: %d events, want %d", n, perRun)
 			}
-			subj := fmt.Sprintf("cairn.sess.rawb8%d.run.r.c.step", id)
+			subj := events.CheckpointSubject(fmt.Sprintf("rawb8%d", id), "r", false)
 			msg := nats.NewMsg(subj)
 			msg.Data = []byte(payload)
 			ack, err := js.PublishMsg(ctx, msg, njs.WithExpectLastSequenceForSubject(fences[subj], subj))

@@ -387,7 +387,7 @@ func b4(ctx context.Context, cfg config) (row, error) {
 	}
 	slices.Sort(lat)
 	raw, err := load(cfg.duration/4+time.Millisecond, 1, func(int) (func(context.Context) error, error) {
-		return rawWriter(js, fmt.Sprintf("cairn.sess.rawb4%d.run.r.c.step", round.Add(1))), nil
+		return rawWriter(js, events.CheckpointSubject(fmt.Sprintf("rawb4%d", round.Add(1)), "r", false)), nil
 	})
 	if err != nil {
 		return row{}, err

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -481,7 +482,7 @@ func b1gc(ctx context.Context, cfg config) ([]row, error) {
 func rawLoader(js njs.JetStream, writers int) (*loader, error) {
 	id := round.Add(1)
 	return newLoader(writers, func(w int) (func(context.Context) error, error) {
-		return rawWriter(js, fmt.Sprintf("cairn.sess.raw%d-%d.run.r.c.step", id, w)), nil
+		return rawWriter(js, events.CheckpointSubject(fmt.Sprintf("raw%d-%d", id, w), "r", false)), nil
 	})
 }
 

@@ -238,7 +238,7 @@ func Audit(records []Record, subs []Submission) *Report {
 			}
 			leases[r.ID] = append(leases[r.ID], l.Epoch)
 		case events.CheckpointCommitted:
-			c := Commit{Seq: rec.Seq, Time: rec.Time, Revision: ev.Revision, Epoch: ev.Epoch, Done: strings.HasSuffix(rec.Subject, ".c.done")}
+			c := Commit{Seq: rec.Seq, Time: rec.Time, Revision: ev.Revision, Epoch: ev.Epoch, Done: isDone(rec.Subject)}
 			var payload events.Checkpoint
 			if err := ev.Payload(&payload); err != nil {
 				rep.violate(Undecodable, r.ID, "run %s: revision %d (seq %d) does not decode: %v", r.ID, ev.Revision, rec.Seq, err)
@@ -595,4 +595,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// isDone reports whether subject is a run's completed commit.
+func isDone(subject string) bool {
+	s, err := events.ParseSubject(subject)
+	return err == nil && s.Kind == events.KindDone
 }

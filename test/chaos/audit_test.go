@@ -260,7 +260,7 @@ func TestAuditFindsEachViolation(t *testing.T) {
 			name: "a record that does not decode",
 			extra: func(b *logBuilder) {
 				b.seq++
-				b.recs = append(b.recs, chaos.Record{Seq: b.seq, Subject: "cairn.sess.s.run.r.c.step", Err: errors.New("bad json")})
+				b.recs = append(b.recs, chaos.Record{Seq: b.seq, Subject: events.CheckpointSubject("s", "r", false), Err: errors.New("bad json")})
 			},
 			want: []chaos.Rule{chaos.Undecodable},
 		},
