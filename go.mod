@@ -13,6 +13,7 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/openai/openai-go/v3 v3.98.0
+	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.35.2
 )
 

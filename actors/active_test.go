@@ -190,7 +190,7 @@ func TestChildEndingWhileTrackedLeavesTheActiveSet(t *testing.T) {
 	}}
 	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}, hooks: actors.Hooks{Tracked: tracked}}
 	n = h.start(t)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	sess, run, err := n.Run(ctx, "planner", "Spawn one.")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -164,7 +165,7 @@ func result(t *testing.T, n *actors.Node, sess, run string) *runtime.Reply {
 func TestParentWithThreeChildren(t *testing.T) {
 	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: threeChildren(), child: childModel{}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestChildrenFinishInEveryOrder(t *testing.T) {
 	g := &gate{}
 	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: threeChildren(), child: childModel{g: g}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	orders := [][]string{{"1", "2", "3"}, {"1", "3", "2"}, {"2", "1", "3"}, {"2", "3", "1"}, {"3", "1", "2"}, {"3", "2", "1"}}
 	for i, order := range orders {
 		// Each root gets its own children; the gate keys on the child input.
@@ -275,10 +276,10 @@ func TestRestartMidWait(t *testing.T) {
 	g.release(`{"n":1}`)
 	cs, cr := actors.ChildIDs(run, "a")
 	result(t, n1, cs, cr)
-	n1.Close()
+	closeNode(t, n1)
 
 	n2 := h.start(t)
-	defer n2.Close()
+	defer closeNode(t, n2)
 	g.release(`{"n":2}`)
 	g.release(`{"n":3}`)
 	result(t, n2, sess, run)
@@ -305,12 +306,12 @@ func TestWaitTimeoutAfterRestartThenCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1.Close() // before or after the wait registered: either way durable
+	closeNode(t, n1) // before or after the wait registered: either way durable
 
 	clk := clock.NewFake(start)
 	h.clock = clk
 	n2 := h.start(t)
-	defer n2.Close()
+	defer closeNode(t, n2)
 	advanceOnceArmed(t, clk, 3*time.Second)
 	result(t, n2, sess, run)
 	msgs := history(t, nc, sess, run)
@@ -378,7 +379,7 @@ func budgetAcrossParentAndChildren(t *testing.T, gc cjs.GroupCommit) {
 func (h *harness) finish(t *testing.T, message string) (n *actors.Node, sess, run string) {
 	t.Helper()
 	n = h.start(t)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	sess, run, err := n.Run(context.Background(), "planner", message)
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +394,7 @@ func (h *harness) finish(t *testing.T, message string) (n *actors.Node, sess, ru
 func runOutOfBudget(t *testing.T, h *harness, message, why string) (*actors.Node, string) {
 	t.Helper()
 	n := h.start(t)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	sess, run, err := n.Run(context.Background(), "planner", message)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +466,7 @@ func TestNoPollingWhileParked(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink, clock: clk, idle: 200 * time.Millisecond}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	stops := watchStops(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Wait quietly.")
 	if err != nil {
@@ -541,14 +542,14 @@ func TestDuplicateActivation(t *testing.T) {
 	p := &parked{}
 	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink}
 	n1 := h.start(t)
-	defer n1.Close()
+	defer closeNode(t, n1)
 	sess, run, err := n1.Run(context.Background(), "planner", "Twice.")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitParked(t, p, run)
 	n2 := h.start(t) // its recovery activates the parent and the children again
-	defer n2.Close()
+	defer closeNode(t, n2)
 	for _, k := range []string{"1", "2", "3"} {
 		g.release(`{"n":` + k + `}`)
 	}
@@ -662,7 +663,7 @@ func TestCrashAfterReservationCostsAStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	defer closeNode(t, n)
 	sess, run, err := n.Run(context.Background(), "solo", "One step only.")
 	if err != nil {
 		t.Fatal(err)
@@ -689,7 +690,7 @@ func TestWallClockBudgetEndsParkedRun(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, budget: runtime.Budget{Timeout: 30 * time.Minute}, clock: clk}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Out of time.")
 	if err != nil {
 		t.Fatal(err)
@@ -737,7 +738,7 @@ func TestParkedRunPassivatesAfterALongAttempt(t *testing.T) {
 	h := &harness{nc: natstest.Connect(t, natstest.Server(t)), parent: &slowFirst{Model: threeChildren(), delay: 1500 * time.Millisecond},
 		child: childModel{g: g}, idle: 300 * time.Millisecond, sink: p.sink}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	stops := watchStops(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Park after a slow step.")
 	if err != nil {
@@ -854,7 +855,7 @@ func TestForeignWaitAndContinueRefused(t *testing.T) {
 		}},
 	}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	sess1, run1, err := n.Run(context.Background(), "planner", "first")
 	if err != nil {
 		t.Fatal(err)
@@ -959,7 +960,7 @@ func TestChildFinishingWhileParentParks(t *testing.T) {
 	}
 	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, hooks: actors.Hooks{WaitRead: waitRead, Pending: onPending}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Race.")
 	if err != nil {
 		t.Fatal(err)
@@ -998,7 +999,7 @@ func TestEarlierWaitDeadlineDoesNotWake(t *testing.T) {
 	h := &harness{nc: nc, parent: parent, child: childModel{g: g}, sink: parked.sink, clock: clk, idle: 200 * time.Millisecond,
 		hooks: actors.Hooks{WaitRead: func(string) { reads.Add(1) }}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	stops := watchStops(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "Wait twice.")
 	if err != nil {
@@ -1118,7 +1119,7 @@ func TestFailedRunEndIsWrittenAfterALogOutage(t *testing.T) {
 			onLog{msg: "write the end of a failed run", errText: "", once: &retried, fn: restore},
 		}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	sess, run, err := n.Run(context.Background(), "planner", "One step only.")
 	if err != nil {
 		t.Fatal(err)
@@ -1142,4 +1143,56 @@ func (m multiLog) Handle(ctx context.Context, r slog.Record) error {
 		_ = h.Handle(ctx, r.Clone())
 	}
 	return nil
+}
+
+// closeNode closes n, failing the test when Close reports an error.
+func closeNode(t testing.TB, n *actors.Node) {
+	t.Helper()
+	if err := n.Close(context.Background()); err != nil {
+		t.Errorf("close the node: %v", err)
+	}
+}
+
+// blockingModel blocks every step until its context ends, and says when
+// a step has begun.
+type blockingModel struct{ entered chan struct{} }
+
+func (m blockingModel) Generate(ctx context.Context, _ model.Request) (*model.Response, error) {
+	select {
+	case m.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Close(ctx) cut short by its context still closes the node (its attempts
+// cancelled, its writers' subscriptions gone) and returns the context's
+// error; a second Close returns nil.
+func TestCloseCutShortByItsContext(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	// nats.go's shared request inbox lives as long as the connection: it
+	// is there before Start and after Close.
+	if _, err := nc.Request("$JS.API.INFO", nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := nc.NumSubscriptions()
+	entered := make(chan struct{}, 1)
+	h := &harness{nc: nc, parent: blockingModel{entered: entered}, child: childModel{}}
+	n := h.start(t)
+	if _, _, err := n.Run(context.Background(), "planner", "Wait."); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // an attempt is in its model step; the drain would wait for it
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := n.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with a cancelled context while an attempt runs: %v; want context.Canceled", err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if got := nc.NumSubscriptions(); got != before {
+		t.Errorf("subscriptions on the node's connection after Close: %d, before Start %d: Close left some behind", got, before)
+	}
 }

@@ -48,7 +48,7 @@ func startInternal(t *testing.T, nc *nats.Conn, clock *offsetClock) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	return n
 }
 
@@ -193,5 +193,13 @@ func TestSettleUnrecordedTwiceAtOnce(t *testing.T) {
 		if a := <-answers; a.err != nil || !a.gone {
 			t.Errorf("settle of an old unrecorded entry, twice at once: gone %v, %v; want gone, no error", a.gone, a.err)
 		}
+	}
+}
+
+// closeNode closes n, failing the test when Close reports an error.
+func closeNode(t testing.TB, n *Node) {
+	t.Helper()
+	if err := n.Close(context.Background()); err != nil {
+		t.Errorf("close the node: %v", err)
 	}
 }

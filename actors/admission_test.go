@@ -59,7 +59,7 @@ func admissionNode(t *testing.T, nc *nats.Conn, m model.Model, now func() time.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	return n
 }
 
@@ -223,7 +223,7 @@ func TestCrashBetweenTrackingAndCreation(t *testing.T) {
 		t.Fatalf("session %s has %d created records; want 1", sessR, c)
 	}
 	waitPurged(t, nc, runR)
-	n.Close()
+	closeNode(t, n)
 
 	// A restart within the grace: nothing is done with the abandoned entry
 	// but waiting; past it, the first sweep takes it out of the set.

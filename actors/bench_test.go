@@ -31,7 +31,7 @@ func BenchmarkSpawnRoundTrip(b *testing.B) {
 	nc := natstest.Connect(b, natstest.Server(b))
 	h := &harness{nc: nc, parent: oneChild(), child: childModel{}}
 	n := h.start(b)
-	defer n.Close()
+	defer closeNode(b, n)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sess, run, err := n.Run(context.Background(), "planner", fmt.Sprintf("Round %d.", i))
@@ -61,13 +61,13 @@ func BenchmarkParkedRunMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Shutdown()
+	defer srv.Close(context.Background())
 	nc := natstest.Connect(b, srv)
 	g := &gate{}
 	p := &parked{}
 	h := &harness{nc: nc, parent: oneChild(), child: childModel{g: g}, sink: p.sink, budget: cruntime.Budget{Timeout: 24 * time.Hour}, idle: time.Second}
 	n := h.start(b)
-	defer n.Close()
+	defer closeNode(b, n)
 	stops := watchStops(b, n)
 	heap := func() uint64 {
 		runtime.GC()

@@ -178,6 +178,16 @@ func (c *completions) Stop() {
 	cc := c.cc
 	c.mu.Unlock()
 	cc.Stop()
+	// Stop unsubscribes in the background: wait for it (bounded: a
+	// connection that is down may never confirm), so a closed node leaves
+	// no subscription on a connection its owner goes on using.
+	t := time.NewTimer(consumerOpTimeout)
+	defer t.Stop()
+	select {
+	case <-cc.Closed():
+	case <-t.C:
+		c.n.logger.Warn("actors: the completion consumer did not confirm its stop")
+	}
 }
 
 // deliver is the consumer's callback: each completion handled off the

@@ -44,9 +44,9 @@ func TestDecisionsReadTheStreamLeader(t *testing.T) {
 		}
 		return kv, newKVWriter(w, name)
 	}
-	budgetsKV, budgetsW := bucket("cairn_budgets")
-	waitsKV, waitsW := bucket("cairn_waits")
-	childrenKV, childrenW := bucket("cairn_children")
+	_, budgetsW := bucket("cairn_budgets")
+	_, waitsW := bucket("cairn_waits")
+	_, childrenW := bucket("cairn_children")
 
 	// The node's own connection sees its requests too: after a flush,
 	// every one it made is in reqs.
@@ -61,7 +61,7 @@ func TestDecisionsReadTheStreamLeader(t *testing.T) {
 	}
 
 	now := func() time.Time { return time.Unix(1000, 0) }
-	l := &ledger{kv: budgetsKV, w: budgetsW, now: now}
+	l := &ledger{w: budgetsW, now: now}
 	if err := l.open(ctx, "root", runtime.Budget{Steps: 3, Timeout: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestDecisionsReadTheStreamLeader(t *testing.T) {
 	}
 
 	newWaits := func() *waits {
-		return &waits{kv: waitsKV, w: waitsW, now: now, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
+		return &waits{w: waitsW, now: now, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
 	}
 	if _, err := newWaits().register(ctx, "parent", "w", runtime.WaitRequest{CallIDs: []string{"a"}, Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestDecisionsReadTheStreamLeader(t *testing.T) {
 		t.Fatalf("a repeated registration: %+v, %v; want the first", got, err)
 	}
 
-	c := &controller{n: &Node{children: childrenKV, childrenW: childrenW}, run: &events.Run{RunID: "parent", RootRunID: "root"}}
+	c := &controller{n: &Node{childrenW: childrenW}, run: &events.Run{RunID: "parent", RootRunID: "root"}}
 	v, _ := json.Marshal(child{CallID: "a", SessionID: "s1", RunID: "r1"})
 	if _, err := childrenW.put(ctx, c.childKey("a"), v); err != nil {
 		t.Fatal(err)

@@ -28,9 +28,8 @@ var ErrBudget = errors.New("actors: budget exhausted")
 // runs reserve at once they share atomic batches (group commit), and a
 // lost acknowledgement is settled by Msg-Id instead of applied twice.
 type ledger struct {
-	// kv is the bucket, as created; nothing reads through it (its Get may
-	// be answered by a replica that is behind).
-	kv  jetstream.KeyValue
+	// w writes the bucket and reads it from the stream leader (a KV Get
+	// may be answered by a replica that is behind).
 	w   *kvWriter
 	now func() time.Time
 }
@@ -221,9 +220,6 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 // waits keeps each wait_calls registration: its dependencies and its
 // original deadline, created once per tool call (C28).
 type waits struct {
-	// kv is the bucket, as created; nothing reads through it (its Get may
-	// be answered by a replica that is behind).
-	kv jetstream.KeyValue
 	// w creates registrations (batched with the node's other writes) and
 	// reads them from the stream leader.
 	w   *kvWriter

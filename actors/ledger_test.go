@@ -42,7 +42,7 @@ func testBucket(t *testing.T, bucket string) (jetstream.KeyValue, *kvWriter) {
 func testLedger(t *testing.T, now func() time.Time) (*ledger, jetstream.KeyValue) {
 	t.Helper()
 	kv, w := testBucket(t, "cairn_budgets")
-	return &ledger{kv: kv, w: w, now: now}, kv
+	return &ledger{w: w, now: now}, kv
 }
 
 func TestLedgerViewsNeverOverspend(t *testing.T) {
@@ -125,9 +125,9 @@ func TestWaitKeepsItsFirstDeadline(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
-	kv, w := testBucket(t, "cairn_waits")
+	_, w := testBucket(t, "cairn_waits")
 	newWaits := func() *waits {
-		return &waits{kv: kv, w: w, now: clock, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
+		return &waits{w: w, now: clock, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
 	}
 	req := runtime.WaitRequest{CallIDs: []string{"a"}, Mode: runtime.WaitAll, Timeout: time.Hour}
 	first := now.Add(time.Hour).UnixNano()

@@ -59,7 +59,7 @@ func TestFailedFirstSweepIsTriedAgain(t *testing.T) {
 		return nil
 	}}}
 	n := h.start(t)
-	defer n.Close()
+	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wait := func() bool {

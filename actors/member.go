@@ -151,6 +151,7 @@ func (n *Node) startMember(ctx context.Context) (*member, error) {
 		}
 		if m.provider, err = cc.Provider(); err != nil {
 			m.cancel()
+			_ = m.store.Close(context.Background())
 			return nil, fmt.Errorf("actors: cluster provider: %w", err)
 		}
 	}
@@ -165,6 +166,7 @@ func (n *Node) startMember(ctx context.Context) (*member, error) {
 	if err := startCluster(m.cluster); err != nil {
 		m.cancel()
 		m.system.Shutdown()
+		_ = m.store.Close(context.Background())
 		return nil, err
 	}
 	m.addr = m.system.Address()
@@ -243,6 +245,12 @@ func (m *member) stop(graceful bool) {
 			m.system.Logger().Warn("actors: cluster provider shutdown", "err", err)
 		}
 		m.cluster.Shutdown(graceful)
+		// The member's store (its holder is the member) goes with it: a
+		// node that outlives many members (expelled, started again) must
+		// not keep a reply subscription for each.
+		if err := m.store.Close(context.Background()); err != nil {
+			m.system.Logger().Warn("actors: close the member's store", "err", err)
+		}
 	})
 }
 

@@ -145,17 +145,18 @@ type Hooks struct {
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
 type Node struct {
-	cfg      Config
-	agents   map[string]*Agent
-	store    *cjs.Store
-	log      *log
-	ledger   *ledger
-	waits    *waits
-	children jetstream.KeyValue
+	cfg    Config
+	agents map[string]*Agent
+	store  *cjs.Store
+	log    *log
+	ledger *ledger
+	waits  *waits
 	// activeW writes and lists the active set (bucket cairn_active),
 	// childrenW the children's bucket.
 	activeW   *kvWriter
 	childrenW *kvWriter
+	// closers close what Start opened, in reverse order (closeAll).
+	closers []func(context.Context) error
 	// purging is set while a sweep's replacement of old delete markers
 	// runs (one at a time, off the member's loop).
 	purging atomic.Bool
@@ -194,7 +195,7 @@ const runKind = "run"
 // Start validates the configuration, opens the log and the ledgers, starts
 // the actor system, wakes every active run and starts delivering
 // completions.
-func Start(ctx context.Context, cfg Config) (*Node, error) {
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Conn == nil || cfg.Model == nil || (cfg.Backend == nil && cfg.BackendFor == nil) || cfg.Executors == nil || cfg.Redactor == nil {
 		return nil, errors.New("actors: Config needs Conn, Model, Backend (or BackendFor), Executors and Redactor")
 	}
@@ -259,10 +260,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.models[slug] = m
 	}
-	var err error
 	if n.store, err = cjs.New(ctx, cfg.Conn, cfg.Store); err != nil {
 		return nil, err
 	}
+	n.closers = append(n.closers, n.store.Close)
+	defer func() {
+		if err != nil { // a Start that fails leaves nothing behind
+			n.closeAll(context.Background())
+		}
+	}()
 	js, err := jetstream.New(cfg.Conn)
 	if err != nil {
 		return nil, err
@@ -277,26 +283,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.log = &log{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
 	replicas := max(cfg.Store.Replicas, 1)
-	bucket := func(name string) (jetstream.KeyValue, error) {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, replicas))
-		if err != nil {
-			return nil, fmt.Errorf("actors: bucket %s: %w", name, err)
+	bucket := func(name string) error {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, replicas)); err != nil {
+			return fmt.Errorf("actors: bucket %s: %w", name, err)
 		}
-		return kv, nil
+		return nil
 	}
-	budgets, err := bucket("cairn_budgets")
-	if err != nil {
-		return nil, err
-	}
-	waitsKV, err := bucket("cairn_waits")
-	if err != nil {
-		return nil, err
-	}
-	if n.children, err = bucket("cairn_children"); err != nil {
-		return nil, err
-	}
-	if _, err = bucket(activeBucket); err != nil {
-		return nil, err
+	// The buckets are made here; Cairn writes them, and reads them from
+	// the stream leader, through its own writers below.
+	for _, name := range []string{"cairn_budgets", "cairn_waits", "cairn_children", activeBucket} {
+		if err := bucket(name); err != nil {
+			return nil, err
+		}
 	}
 	writer := func(bucket string) (*kvWriter, error) {
 		// The store's writes and these share one in-flight count: when
@@ -305,6 +303,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("actors: bucket %s: %w", bucket, err)
 		}
+		n.closers = append(n.closers, w.Close)
 		return newKVWriter(w, bucket), nil
 	}
 	budgetsW, err := writer("cairn_budgets")
@@ -317,12 +316,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.childrenW, err = writer("cairn_children"); err != nil {
 		return nil, err
 	}
-	n.ledger = &ledger{kv: budgets, w: budgetsW, now: cfg.Now}
+	n.ledger = &ledger{w: budgetsW, now: cfg.Now}
 	waitsW, err := writer("cairn_waits")
 	if err != nil {
 		return nil, err
 	}
-	n.waits = &waits{kv: waitsKV, w: waitsW, now: cfg.Now, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
+	n.waits = &waits{w: waitsW, now: cfg.Now, known: lru.New[string, waitEntry](waitCacheItems, waitCacheBytes)}
 	if err := n.openReadiness(ctx, js, replicas); err != nil {
 		return nil, err
 	}
@@ -407,26 +406,56 @@ func (n *Node) LiveRuns() int {
 func (n *Node) MemberID() string { return n.current().id }
 
 // Close drains the node: running attempts stop at their next commit
-// boundary (DrainTimeout at most, then they are cancelled), completions
-// stop being delivered and the actor system stops. Runs keep their durable
-// state and leases; another node (or this one restarted) resumes them.
-func (n *Node) Close() {
+// boundary (until ctx is done or DrainTimeout has passed, whichever is
+// first; then they are cancelled), completions stop being delivered, the
+// actor system stops and the node's writers are closed. Runs keep their
+// durable state and leases; another node (or this one restarted) resumes
+// them. It returns ctx's error when ctx cut the drain short (the node is
+// closed all the same), or the first error closing a writer. A second
+// Close returns nil at once.
+func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		return
+		return nil
 	}
 	n.closed = true
 	close(n.drain)
 	n.mu.Unlock()
 	done := make(chan struct{})
 	go func() { n.attempts.Wait(); close(done) }()
+	var cut error
+	// Wall time, not the node's clock: a process that shuts down answers
+	// to its supervisor's kill timeout, which an injected clock does not
+	// move.
+	drain := time.NewTimer(n.cfg.DrainTimeout)
 	select {
 	case <-done:
-	case <-time.After(n.cfg.DrainTimeout):
+	case <-drain.C:
 		n.logger.Warn("actors: attempts still running after the drain timeout; cancelling them")
+	case <-ctx.Done():
+		n.logger.Warn("actors: the drain was cut short; cancelling the attempts still running", "err", ctx.Err())
+		cut = fmt.Errorf("actors: close: drain cut short: %w", ctx.Err())
 	}
+	drain.Stop()
 	n.shutdown()
+	return errors.Join(cut, n.closeAll(context.WithoutCancel(ctx)))
+}
+
+// closeAll closes what Start opened (the store, the writers), last opened
+// first, once.
+func (n *Node) closeAll(ctx context.Context) error {
+	n.mu.Lock()
+	closers := n.closers
+	n.closers = nil
+	n.mu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		if err := closers[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (n *Node) shutdown() {

@@ -26,7 +26,7 @@ func outageNode(t *testing.T, nc *nats.Conn, parent, child model.Model, log slog
 	t.Helper()
 	h := &harness{nc: nc, parent: parent, child: child, log: log, maxRetries: 1}
 	n := h.start(t)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	return n
 }
 
@@ -163,7 +163,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(srv.Shutdown)
+		t.Cleanup(func() { _ = srv.Close(context.Background()) })
 		return srv
 	}
 	srv := start()
@@ -181,7 +181,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 		t.Fatalf("not ready before the outage: %s", reason)
 	}
 
-	srv.Shutdown()
+	_ = srv.Close(context.Background())
 	await(t, down, 1, "the connection seeing the server gone")
 	if ok, _ := n.Ready(context.Background()); ok {
 		t.Fatal("ready while the NATS server is down")

@@ -73,7 +73,7 @@ func threeChildrenCounted(t *testing.T, h *harness) (n *actors.Node, api *apiCou
 	srv := natstest.Server(t)
 	h.nc = natstest.Connect(t, srv)
 	n = h.start(t)
-	t.Cleanup(n.Close)
+	t.Cleanup(func() { closeNode(t, n) })
 	api = countAPI(t, natstest.Connect(t, srv))
 	sess, run, err := n.Run(context.Background(), "planner", "Do three things.")
 	if err != nil {

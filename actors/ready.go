@@ -53,6 +53,7 @@ func (n *Node) openReadiness(ctx context.Context, js jetstream.JetStream, replic
 	if err != nil {
 		return fmt.Errorf("actors: bucket %s: %w", readyBucket, err)
 	}
+	n.closers = append(n.closers, w.Close)
 	n.ready.w = newKVWriter(w, readyBucket)
 	return nil
 }

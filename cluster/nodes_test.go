@@ -125,7 +125,7 @@ func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, 
 		t.Fatal(err)
 	}
 	n.Node = an
-	t.Cleanup(an.Close)
+	t.Cleanup(func() { _ = an.Close(context.Background()) })
 	return n
 }
 

@@ -25,7 +25,7 @@ func benchLog(b *testing.B, runs, steps int) (njs.JetStream, int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(srv.Shutdown)
+	b.Cleanup(func() { _ = srv.Close(context.Background()) })
 	nc, err := srv.Connect()
 	if err != nil {
 		b.Fatal(err)

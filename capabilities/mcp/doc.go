@@ -8,7 +8,7 @@
 //
 //	cfg, err := mcp.LoadConfig("mcp.yaml")
 //	host, err := mcp.Start(ctx, cfg, mcp.Options{Logger: logger, Blobs: blobs, Redactor: redactor})
-//	defer host.Close()
+//	defer host.Close(ctx)
 //	catalog = append(catalog, host.Capabilities()...)
 //	// grant each agent host.Grants()[slug]; give each run host.Backend(agent, next)
 //

@@ -97,14 +97,14 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Host, error) {
 		bindings, err := s.start(sctx)
 		cancel()
 		if err != nil {
-			h.Close()
+			_ = h.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
 		h.servers = append(h.servers, s)
 		for _, b := range bindings {
 			name := sc.Name + "." + jsName(b.tool)
 			if other, dup := h.byCap[name]; dup {
-				h.Close()
+				_ = h.Close(context.WithoutCancel(ctx))
 				return nil, fmt.Errorf("mcp: server %s: tools %q and %q are both capability %s", sc.Name, other.tool, b.tool, name)
 			}
 			b.capability = runtime.Capability{Name: name, Description: b.description + resultShape,
@@ -225,19 +225,29 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // Close stops every server (a stdio server's stdin is closed, then it is
-// terminated) and waits for their supervisors.
-func (h *Host) Close() {
+// terminated) and waits for their supervisors, or for ctx: then it returns
+// ctx's error while the servers finish stopping in the background. A
+// second Close returns nil at once.
+func (h *Host) Close(ctx context.Context) error {
 	if h == nil {
-		return
+		return nil
 	}
+	var err error
 	h.closeOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, s := range h.servers {
 			wg.Add(1)
 			go func() { defer wg.Done(); s.close() }()
 		}
-		wg.Wait()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("mcp: close: servers still stopping: %w", ctx.Err())
+		}
 	})
+	return err
 }
 
 // server returns the named server, for tests.

@@ -47,7 +47,7 @@ func startHelper(t *testing.T, sc ServerConfig) (*Host, chan string, *lockedBuff
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.Close)
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	return h, listed, logs
 }
 

@@ -40,7 +40,7 @@ func TestStreamableHTTPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 	v, err := invoke(h, "agent", "remote.whoami", `{}`)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestStreamableHTTPEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 	v, err := invoke(h, "agent", "remote.echo", `{"message":"over http"}`)
 	if err != nil || text(t, v) != "Echo: over http" {
 		t.Fatalf("echo: %s %v", v.JSON, err)

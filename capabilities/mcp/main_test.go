@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 )
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 		helperServer()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Every server supervisor, session and reader is gone when the tests
+	// are: a goroutine left behind is a leak.
+	goleak.VerifyTestMain(m)
 }
 
 const (

@@ -114,7 +114,7 @@ func TestRunAgainstNPMServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.Close)
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	const script = `
 const echo = await caps.everything.echo({message: "hello"});
 const sum = await caps.everything.get_sum({a: 2, b: 40});

@@ -116,7 +116,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	defer func() {
 		if !started {
-			mcpHost.Close()
+			_ = mcpHost.Close(context.Background())
 		}
 	}()
 	cfg := actors.Config{
@@ -145,7 +145,15 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		return nil, err
 	}
 	started = true
-	return &app{dep: dep, nc: nc, js: js, node: node, health: health, close: func() { node.Close(); mcpHost.Close(); closeNATS() }}, nil
+	return &app{dep: dep, nc: nc, js: js, node: node, health: health, close: func() {
+		// The drain is bounded by the node's DrainTimeout; the process
+		// is on its way out, so an error is logged, not returned.
+		if err := node.Close(context.Background()); err != nil && o.logger != nil {
+			o.logger.Warn("node: close", "err", err)
+		}
+		_ = mcpHost.Close(context.Background())
+		closeNATS()
+	}}, nil
 }
 
 func connect(o nodeOptions) (*nats.Conn, func(), error) {
@@ -186,10 +194,10 @@ func connectWatched(o nodeOptions) (*nats.Conn, func(), func() error, error) {
 	}
 	nc, err := srv.Connect()
 	if err != nil {
-		srv.Shutdown()
+		_ = srv.Close(context.Background())
 		return nil, nil, nil, err
 	}
-	return nc, func() { nc.Close(); srv.Shutdown() }, srv.Healthy, nil
+	return nc, func() { nc.Close(); _ = srv.Close(context.Background()) }, srv.Healthy, nil
 }
 
 // commitMode is the --group-commit flag (CAIRN_GROUP_COMMIT): adaptive (the

@@ -417,7 +417,7 @@ func (c clusterOptions) shutdownEmbedded() {
 	c.embedded.mu.Lock()
 	defer c.embedded.mu.Unlock()
 	if c.embedded.srv != nil {
-		c.embedded.srv.Shutdown()
+		_ = c.embedded.srv.Close(context.Background())
 		c.embedded.srv = nil
 	}
 }

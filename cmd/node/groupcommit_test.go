@@ -41,7 +41,7 @@ func TestGroupCommitFlagReachesTheStore(t *testing.T) {
 	allowAtomic := func() bool {
 		t.Helper()
 		srv := natstest.ServerAt(t, filepath.Join(dir, "jetstream"))
-		defer srv.Shutdown()
+		defer srv.Close(context.Background())
 		nc := natstest.Connect(t, srv)
 		defer nc.Close()
 		js, _ := njs.New(nc)

@@ -56,7 +56,7 @@ func withMCP(ctx context.Context, o nodeOptions, dep *deployment, js njs.JetStre
 	for _, c := range host.Capabilities() {
 		for _, b := range catalog {
 			if b.Name == c.Name || strings.HasPrefix(c.Name, b.Name+".") || strings.HasPrefix(b.Name, c.Name+".") {
-				host.Close()
+				_ = host.Close(context.WithoutCancel(ctx))
 				return nil, nil, nil, fmt.Errorf("mcp: capability %s collides with %s", c.Name, b.Name)
 			}
 		}
@@ -69,7 +69,7 @@ func withMCP(ctx context.Context, o nodeOptions, dep *deployment, js njs.JetStre
 	for slug, a := range dep.agents {
 		for i, c := range a.agent.Definition.Capabilities {
 			if mine[c] && !slices.Contains(grants[slug], c) {
-				host.Close()
+				_ = host.Close(context.WithoutCancel(ctx))
 				return nil, nil, nil, &fileError{File: a.file, Field: fmt.Sprintf("capabilities[%d]", i),
 					Reason: fmt.Sprintf("%s is an MCP tool that %s does not grant to agent %q", c, o.mcpServers, slug)}
 			}

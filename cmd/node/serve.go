@@ -144,7 +144,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer ix.Close(context.Background())
 	m.index = ix
 	api := &api{a: a, ix: ix, tokens: o.tokens, log: o.logger}
 	mux := http.NewServeMux()

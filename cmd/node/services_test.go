@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func serviceServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Shutdown)
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 	return srv.ClientURL()
 }
 

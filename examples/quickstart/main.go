@@ -56,7 +56,7 @@ func run(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer srv.Shutdown()
+	defer srv.Close(context.Background())
 	nc, err := srv.Connect()
 	if err != nil {
 		return err

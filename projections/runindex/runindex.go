@@ -36,7 +36,7 @@ func Start(ctx context.Context, js jetstream.JetStream, stream string) (*Index, 
 }
 
 // Close stops following the log.
-func (ix *Index) Close() { _ = ix.r.Close(context.Background()) }
+func (ix *Index) Close(ctx context.Context) error { return ix.r.Close(ctx) }
 
 // CatchUp waits until the index holds everything the log held when called.
 func (ix *Index) CatchUp(ctx context.Context) error { return ix.r.CatchUp(ctx) }

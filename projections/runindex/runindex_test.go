@@ -55,7 +55,7 @@ func TestIndexFollowsAndRebuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
+	defer live.Close(context.Background())
 	for i, r := range []events.Run{
 		{RunID: "r1", SessionID: "s1", Agent: "a", RootRunID: "r1", Owner: "alice"},
 		{RunID: "r2", SessionID: "s2", Agent: "b", RootRunID: "r1", ParentRunID: "r1", Owner: "alice"},
@@ -84,7 +84,7 @@ func TestIndexFollowsAndRebuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rebuilt.Close()
+	defer rebuilt.Close(context.Background())
 	waitFor(t, rebuilt, "r3", runtime.StatusCancelled)
 	for _, id := range []string{"r1", "r2", "r3"} {
 		a, _ := live.Get(id)

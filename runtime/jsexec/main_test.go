@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
 )
@@ -23,7 +25,9 @@ import (
 // re-executes it with the worker marker set.
 func TestMain(m *testing.M) {
 	MaybeRunWorker()
-	os.Exit(m.Run())
+	// Every executor, realm, watchdog and worker supervisor is gone when
+	// the tests are: a goroutine left behind is a leak.
+	goleak.VerifyTestMain(m)
 }
 
 // modes are the two executor modes every behavioural test runs against.

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -21,10 +22,12 @@ type replies struct {
 	once   sync.Once
 	err    error
 	prefix string
+	sub    *nats.Subscription
 
 	mu      sync.Mutex
 	next    uint64
 	waiting map[string]*inbox
+	closed  bool
 }
 
 // inbox queues one request's answers: the shared handler appends without
@@ -42,13 +45,23 @@ func (r *replies) open() (subject string, in *inbox, closeFn func(), err error) 
 	r.once.Do(func() {
 		r.waiting = map[string]*inbox{}
 		r.prefix = r.nc.NewRespInbox() + "."
-		_, r.err = r.nc.Subscribe(r.prefix+"*", r.deliver)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed {
+			r.err = ErrClosed
+			return
+		}
+		r.sub, r.err = r.nc.Subscribe(r.prefix+"*", r.deliver)
 	})
 	if r.err != nil {
 		return "", nil, nil, fmt.Errorf("reply subscription: %w", r.err)
 	}
 	in = &inbox{signal: make(chan struct{}, 1)}
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return "", nil, nil, fmt.Errorf("reply subscription: %w", ErrClosed)
+	}
 	r.next++
 	token := strconv.FormatUint(r.next, 36)
 	r.waiting[token] = in
@@ -58,6 +71,24 @@ func (r *replies) open() (subject string, in *inbox, closeFn func(), err error) 
 		delete(r.waiting, token)
 		r.mu.Unlock()
 	}, nil
+}
+
+// close removes the subscription; requests opened after it fail, and
+// answers still on their way to one open before are dropped.
+func (r *replies) close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.sub == nil {
+		return nil
+	}
+	if err := r.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("reply subscription: %w", err)
+	}
+	return nil
 }
 
 func (r *replies) deliver(m *nats.Msg) {

@@ -44,7 +44,7 @@ func TestServerRestartMidRun(t *testing.T) {
 	}
 	before := h.History()
 	nc.Close()
-	srv.Shutdown()
+	_ = srv.Close(context.Background())
 
 	srv2 := natstest.ServerAt(t, dir)
 	o.s = newStore(t, natstest.Connect(t, srv2), jetstream.Config{})

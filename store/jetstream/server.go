@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -228,9 +229,21 @@ func (s *Server) Healthy() error {
 	return nil
 }
 
-// Shutdown stops the server and waits until it has stopped, so its store
-// directory may be removed or reopened.
-func (s *Server) Shutdown() {
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
+// Close stops the server and waits until it has stopped, so its store
+// directory may be removed or reopened; or until ctx is done, then it
+// returns ctx's error while the server goes on stopping. A second Close
+// waits the same way.
+func (s *Server) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("jetstream: server: still stopping: %w", ctx.Err())
+	}
 }

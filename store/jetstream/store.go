@@ -86,6 +86,8 @@ type Config struct {
 var (
 	ErrStreamMismatch = errors.New("jetstream: existing stream configuration does not match")
 	ErrTooLarge       = errors.New("jetstream: payload too large")
+	// ErrClosed is the answer of a Store or Writer used after its Close.
+	ErrClosed = errors.New("jetstream: closed")
 )
 
 // Store opens run stores on one stream.
@@ -589,6 +591,10 @@ func (s *Store) usedCallIDsAt(ctx context.Context, sessionID, runID string, seq 
 
 // errFound ends a scan that found what it looked for.
 var errFound = errors.New("found")
+
+// Close ends the Store (its Writer: Writer.Close). Writers made by
+// WriterOn are their callers' to close; run handles fail after it.
+func (s *Store) Close(ctx context.Context) error { return s.Writer.Close(ctx) }
 
 // LoadCheckpoint implements runtime.Store.
 func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error) {

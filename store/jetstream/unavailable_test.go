@@ -125,7 +125,7 @@ func TestStartServerRefusesAStoreDirItCannotWrite(t *testing.T) {
 			start := time.Now()
 			srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: tc.dir})
 			if err == nil {
-				srv.Shutdown()
+				_ = srv.Close(context.Background())
 				t.Fatal("the server started")
 			}
 			if took := time.Since(start); took > 10*time.Second {

@@ -63,6 +63,19 @@ type Writer struct {
 	commits      *committer
 	// replies receives the answers of multi-message reads (Scan, Lasts).
 	replies *replies
+	closed  atomic.Bool
+}
+
+// Close ends the Writer: it removes its reply subscription, and every
+// write and read after it fails with ErrClosed. Writes in flight finish.
+// The connection is the caller's and stays open. Close is idempotent; ctx
+// is unused today (nothing it does waits on the server) and bounds what a
+// later Close may have to wait for.
+func (w *Writer) Close(ctx context.Context) error {
+	if w.closed.Swap(true) {
+		return nil
+	}
+	return w.replies.close()
 }
 
 // NewWriter returns a Writer on an existing stream. Unless GroupCommit's
@@ -156,6 +169,8 @@ func (s *Store) WriterOn(ctx context.Context, stream string) (*Writer, error) {
 // window. msg's headers are kept; Write adds its own.
 func (w *Writer) Write(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64) (uint64, error) {
 	switch {
+	case w.closed.Load():
+		return 0, fmt.Errorf("jetstream: write %s: %w", id, ErrClosed)
 	case msg == nil:
 		return 0, errors.New("jetstream: write: nil message")
 	case msg.Subject == "":
@@ -284,6 +299,9 @@ func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg
 // from the leader; on a single replica with direct. Each try is bounded
 // by opTimeout.
 func (w *Writer) readOne(ctx context.Context, what string, request map[string]any, direct func(context.Context) (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
+	if w.closed.Load() {
+		return nil, fmt.Errorf("jetstream: read %s: %w", what, ErrClosed)
+	}
 	var err error
 	for attempt := 0; attempt <= w.retries; attempt++ {
 		var m *jetstream.RawStreamMsg

@@ -658,3 +658,45 @@ func TestWriterFenceHeldIsNoConflictReplicated(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Close removes the Writer's reply subscription (each Writer had one for
+// good, and a process that made Writers kept them all), and a Writer or
+// Store used after Close says so.
+func TestWriterClose(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	ctx := context.Background()
+	_, w := kvWriter(t, nc, "closing", jetstream.WriterConfig{})
+	if _, err := w.Write(ctx, kvMsg("closing", "a", "1"), "a1", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Lasts(ctx, "$KV.closing.a"); err != nil { // opens the reply subscription
+		t.Fatal(err)
+	}
+	before := nc.NumSubscriptions()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := nc.NumSubscriptions(); got != before-1 {
+		t.Fatalf("subscriptions after Close: %d, want %d", got, before-1)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := w.Write(ctx, kvMsg("closing", "a", "2"), "a2", "", 0); !errors.Is(err, jetstream.ErrClosed) {
+		t.Fatalf("write after Close: %v, want ErrClosed", err)
+	}
+	if _, err := w.Lasts(ctx, "$KV.closing.a"); !errors.Is(err, jetstream.ErrClosed) {
+		t.Fatalf("Lasts after Close: %v, want ErrClosed", err)
+	}
+	if _, err := w.Last(ctx, "$KV.closing.a"); !errors.Is(err, jetstream.ErrClosed) {
+		t.Fatalf("Last after Close: %v, want ErrClosed", err)
+	}
+
+	s := newStore(t, nc, jetstream.Config{})
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open(ctx, "s", "r"); !errors.Is(err, jetstream.ErrClosed) {
+		t.Fatalf("Open after the Store's Close: %v, want ErrClosed", err)
+	}
+}

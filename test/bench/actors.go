@@ -143,7 +143,7 @@ func startCalcNode(ctx context.Context, gc jetstream.GroupCommit) (*calcNode, er
 		done()
 		return nil, err
 	}
-	c.done = func() { c.node.Close(); done() }
+	c.done = func() { _ = c.node.Close(context.Background()); done() }
 	return c, nil
 }
 
@@ -336,7 +336,7 @@ func b4(ctx context.Context, cfg config) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	defer node.Close()
+	defer func() { _ = node.Close(context.Background()) }()
 	js, _ := njs.New(nc)
 	stream, err := js.Stream(ctx, "CAIRN")
 	if err != nil {
@@ -521,7 +521,7 @@ func b5(ctx context.Context, cfg config, parkedRuns int) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	defer node.Close()
+	defer func() { _ = node.Close(context.Background()) }()
 	waitFor := func(what string, v *atomic.Int64, want int64) error {
 		deadline := time.Now().Add(10*time.Minute + time.Duration(n)*10*time.Millisecond)
 		for v.Load() < want {
@@ -617,7 +617,7 @@ func b7(ctx context.Context, cfg config, runs int) (row, error) {
 		}
 		return err
 	})
-	node.Close()
+	_ = node.Close(context.Background())
 	if err != nil {
 		return row{}, err
 	}

@@ -255,11 +255,11 @@ func server(noSync bool) (*jetstream.Server, *nats.Conn, func(), error) {
 	}
 	nc, err := srv.Connect()
 	if err != nil {
-		srv.Shutdown()
+		_ = srv.Close(context.Background())
 		os.RemoveAll(dir)
 		return nil, nil, nil, err
 	}
-	return srv, nc, func() { nc.Close(); srv.Shutdown(); os.RemoveAll(dir) }, nil
+	return srv, nc, func() { nc.Close(); _ = srv.Close(context.Background()); os.RemoveAll(dir) }, nil
 }
 
 type stats struct {

@@ -29,7 +29,7 @@ func ServerAt(t testing.TB, dir string) *jetstream.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Shutdown)
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
 
@@ -79,7 +79,7 @@ func Cluster(t testing.TB, n int) []*jetstream.Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Shutdown)
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
 		servers[i] = s
 	}
 	nc := Connect(t, servers[0])
