@@ -139,7 +139,7 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 			return Started{}, err
 		}
 		s.SessionID, s.RunID = KeyedIDs(req.Owner, req.IdempotencyKey)
-		existing, err := n.log.readRun(ctx, s.SessionID, s.RunID)
+		existing, err := n.runlog.readRun(ctx, s.SessionID, s.RunID)
 		if err != nil {
 			return Started{}, fmt.Errorf("actors: start with idempotency key %q: %w", req.IdempotencyKey, err)
 		}
@@ -156,7 +156,7 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 	if err := n.admit(ctx, s.SessionID, s.RunID); err != nil {
 		return Started{}, err
 	}
-	create := n.log.createRun
+	create := n.runlog.createRun
 	if keyed {
 		create = n.createOnce
 	}
@@ -183,18 +183,18 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 // they created the run, though the record holds the first one's message.
 // It returns errExists with the stored record when another start wrote it.
 func (n *Node) createOnce(ctx context.Context, r events.Run, expectSeq uint64) (*events.Run, error) {
-	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, n.log.now(), r)
+	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, n.runlog.now(), r)
 	if err != nil {
 		return nil, err
 	}
-	err = n.log.publish(ctx, events.RunCreatedSubject(r.SessionID, r.RunID), ev, newID("created."+r.SessionID+"."+r.RunID+"."), expectSeq)
+	err = n.runlog.publish(ctx, events.RunCreatedSubject(r.SessionID, r.RunID), ev, newID("created."+r.SessionID+"."+r.RunID+"."), expectSeq)
 	if !errors.Is(err, runtime.ErrConflict) {
 		if err != nil {
 			return nil, err
 		}
 		return &r, nil
 	}
-	existing, rerr := n.log.readRun(ctx, r.SessionID, r.RunID)
+	existing, rerr := n.runlog.readRun(ctx, r.SessionID, r.RunID)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -220,7 +220,7 @@ func (n *Node) existing(ctx context.Context, req StartRequest, rec *events.Run, 
 	}
 	wake := marked
 	if !wake {
-		st, err := n.log.status(ctx, rec.SessionID, rec.RunID)
+		st, err := n.runlog.status(ctx, rec.SessionID, rec.RunID)
 		if err != nil {
 			return Started{}, err
 		}
@@ -312,7 +312,7 @@ func (n *Node) settleUnrecorded(ctx context.Context, sessionID, runID string) (g
 			return false, age, nil
 		}
 		// The record may have landed since the caller read none.
-		if rec, err := n.log.readRun(ctx, sessionID, runID); err != nil || rec != nil {
+		if rec, err := n.runlog.readRun(ctx, sessionID, runID); err != nil || rec != nil {
 			return false, age, err
 		}
 		err = n.activeW.purge(ctx, runID, activeMarkerTTL, m.Sequence)

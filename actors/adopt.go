@@ -13,7 +13,7 @@ import (
 // it (a root the node created carries its own, fixed at its creation), marks the run active (so a restarted node resumes it too) and wakes
 // it. Adopting a run the node already runs only wakes it again.
 func (n *Node) Adopt(ctx context.Context, sessionID, runID string) error {
-	rec, err := n.log.readRun(ctx, sessionID, runID)
+	rec, err := n.runlog.readRun(ctx, sessionID, runID)
 	if err != nil {
 		return err
 	}

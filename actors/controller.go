@@ -60,7 +60,7 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 		return runtime.AgentRunInfo{}, reject("session %q is not a session of this run's children", sessionID)
 	}
 	_, run := ChildIDs(c.run.RunID, toolCallID)
-	if existing, err := c.n.log.readRun(ctx, sessionID, run); err != nil {
+	if existing, err := c.n.runlog.readRun(ctx, sessionID, run); err != nil {
 		return runtime.AgentRunInfo{}, err
 	} else if existing != nil {
 		// A retry: the first try created the run, and may have stopped
@@ -80,14 +80,14 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 	if latest == nil || latest.ParentRunID != c.run.RunID {
 		return runtime.AgentRunInfo{}, reject("session %q is not a session of this run's children", sessionID)
 	}
-	st, err := c.n.log.status(ctx, sessionID, latest.RunID)
+	st, err := c.n.runlog.status(ctx, sessionID, latest.RunID)
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
 	if st.Status != runtime.StatusCompleted {
 		return runtime.AgentRunInfo{}, reject("session %q has a run that is %s; continue only a completed session", sessionID, st.Status)
 	}
-	last, err := c.n.log.last(ctx, events.SessionAll(sessionID))
+	last, err := c.n.runlog.last(ctx, events.SessionAll(sessionID))
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
@@ -99,7 +99,7 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 // latestRun returns the record of a session's most recent run.
 func (c *controller) latestRun(ctx context.Context, sessionID string) (*events.Run, error) {
 	var r events.Run
-	found, err := c.n.log.lastPayload(ctx, events.SessionRunsCreated(sessionID), &r)
+	found, err := c.n.runlog.lastPayload(ctx, events.SessionRunsCreated(sessionID), &r)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (c *controller) latestRun(ctx context.Context, sessionID string) (*events.R
 // start creates a child run (or finds the one a retry created), records it
 // as this run's child and wakes its actor.
 func (c *controller) start(ctx context.Context, rec events.Run, expectSeq uint64) (runtime.AgentRunInfo, error) {
-	got, err := c.n.log.createRun(ctx, rec, expectSeq)
+	got, err := c.n.runlog.createRun(ctx, rec, expectSeq)
 	switch {
 	case errors.Is(err, errExists):
 		if _, err := c.same(got, rec); err != nil {
@@ -129,7 +129,7 @@ func (c *controller) adopt(ctx context.Context, rec events.Run) (runtime.AgentRu
 	if err := c.n.track(ctx, c.childKey(rec.ParentCallID), child{CallID: rec.ParentCallID, SessionID: rec.SessionID, RunID: rec.RunID}); err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
-	st, err := c.n.log.status(ctx, rec.SessionID, rec.RunID)
+	st, err := c.n.runlog.status(ctx, rec.SessionID, rec.RunID)
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
@@ -185,14 +185,14 @@ func (c *controller) info(ctx context.Context, callID string) (runtime.CallInfo,
 	if err != nil {
 		return runtime.CallInfo{}, err
 	}
-	rec, err := c.n.log.readRun(ctx, ch.SessionID, ch.RunID)
+	rec, err := c.n.runlog.readRun(ctx, ch.SessionID, ch.RunID)
 	if err != nil {
 		return runtime.CallInfo{}, fmt.Errorf("actors: read the record of child %s: %w", ch.RunID, err)
 	}
 	if rec == nil {
 		return runtime.CallInfo{}, fmt.Errorf("actors: child %s has no record", ch.RunID)
 	}
-	st, err := c.n.log.status(ctx, ch.SessionID, ch.RunID)
+	st, err := c.n.runlog.status(ctx, ch.SessionID, ch.RunID)
 	if err != nil {
 		return runtime.CallInfo{}, err
 	}
@@ -250,7 +250,7 @@ func (c *controller) Cancel(ctx context.Context, ids []string) (_ []runtime.Canc
 	}
 	out := make([]runtime.CancelInfo, 0, len(ids))
 	for i, ch := range chs {
-		st, err := c.n.log.endRun(ctx, ch.SessionID, ch.RunID, runtime.StatusCancelled, "cancelled by its parent")
+		st, err := c.n.runlog.endRun(ctx, ch.SessionID, ch.RunID, runtime.StatusCancelled, "cancelled by its parent")
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +312,7 @@ func (c *controller) Complete(ctx context.Context, reply runtime.Reply) (err err
 		if err := jsonUnmarshal(value, &ch); err != nil {
 			return err
 		}
-		st, err := c.n.log.status(ctx, ch.SessionID, ch.RunID)
+		st, err := c.n.runlog.status(ctx, ch.SessionID, ch.RunID)
 		if err != nil {
 			return err
 		}

@@ -33,16 +33,16 @@ func TestDecisionsReadTheStreamLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bucket := func(name string) (jetstream.KeyValue, *kvWriter) {
+	bucket := func(name string) (jetstream.KeyValue, *kvBucket) {
 		kv, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, 3))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_" + name, Replicas: 3})
+		w, err := cjs.NewLog(ctx, nc, cjs.LogConfig{Stream: "KV_" + name, Replicas: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return kv, newKVWriter(w, name)
+		return kv, newKVBucket(w, name)
 	}
 	_, budgetsW := bucket("cairn_budgets")
 	_, waitsW := bucket("cairn_waits")

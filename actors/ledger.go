@@ -30,7 +30,7 @@ var ErrBudget = errors.New("actors: budget exhausted")
 type ledger struct {
 	// w writes the bucket and reads it from the stream leader (a KV Get
 	// may be answered by a replica that is behind).
-	w   *kvWriter
+	w   *kvBucket
 	now func() time.Time
 }
 
@@ -222,7 +222,7 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 type waits struct {
 	// w creates registrations (batched with the node's other writes) and
 	// reads them from the stream leader.
-	w   *kvWriter
+	w   *kvBucket
 	now func() time.Time
 	// known caches registrations (created once, never changed): a parked
 	// run woken again registers the same wait again, and reads it here.

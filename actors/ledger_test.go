@@ -22,7 +22,7 @@ import (
 // a view land once.
 // testBucket makes a KV bucket on a server of its own, as the node makes
 // its buckets, and a kvWriter on it.
-func testBucket(t *testing.T, bucket string) (jetstream.KeyValue, *kvWriter) {
+func testBucket(t *testing.T, bucket string) (jetstream.KeyValue, *kvBucket) {
 	t.Helper()
 	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
@@ -31,11 +31,11 @@ func testBucket(t *testing.T, bucket string) (jetstream.KeyValue, *kvWriter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cjs.NewWriter(ctx, nc, cjs.WriterConfig{Stream: "KV_" + bucket})
+	w, err := cjs.NewLog(ctx, nc, cjs.LogConfig{Stream: "KV_" + bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kv, newKVWriter(w, bucket)
+	return kv, newKVBucket(w, bucket)
 }
 
 // testLedger is a ledger on a bucket of a server of its own.

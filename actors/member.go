@@ -72,17 +72,17 @@ type Expeller interface {
 	Expelled() <-chan struct{}
 }
 
-// Currenter is implemented by a cluster provider that knows whether this
-// member's membership is fresh: Current is false when it may already have
+// Membership is implemented by a cluster provider that knows whether this
+// member's membership is fresh: Fresh is false when it may already have
 // been removed by the others (a pause or a partition longer than the TTL),
 // and the member then routes no messages.
-type Currenter interface {
-	Current() bool
+type Membership interface {
+	Fresh() bool
 }
 
 func (m *member) isCurrent() bool {
-	c, ok := m.provider.(Currenter)
-	return !ok || c.Current()
+	c, ok := m.provider.(Membership)
+	return !ok || c.Fresh()
 }
 
 // member is one incarnation of this node in the protoactor-go cluster. Its
@@ -476,7 +476,7 @@ type activeEntry struct{ session, run string }
 // here: its lease and, when it has none, its creation record.
 func (n *Node) sweepFacts(ctx context.Context, a activeEntry, r sweep.Run) (sweep.Run, error) {
 	var l events.Lease
-	lease, err := n.log.lastDecoded(ctx, events.RunLease(a.session, a.run), &l)
+	lease, err := n.runlog.lastDecoded(ctx, events.RunLease(a.session, a.run), &l)
 	if err != nil {
 		return r, err
 	}
@@ -484,7 +484,7 @@ func (n *Node) sweepFacts(ctx context.Context, a activeEntry, r sweep.Run) (swee
 		r.Lease = &sweep.Lease{Holder: l.Holder, At: lease.Time}
 		return r, nil
 	}
-	created, err := n.log.last(ctx, events.RunCreatedSubject(a.session, a.run))
+	created, err := n.runlog.last(ctx, events.RunCreatedSubject(a.session, a.run))
 	switch {
 	case err != nil:
 		r.CreatedUnknown = true

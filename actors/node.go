@@ -148,13 +148,13 @@ type Node struct {
 	cfg    Config
 	agents map[string]*Agent
 	store  *cjs.Store
-	log    *log
+	runlog *runLog
 	ledger *ledger
 	waits  *waits
 	// activeW writes and lists the active set (bucket cairn_active),
 	// childrenW the children's bucket.
-	activeW   *kvWriter
-	childrenW *kvWriter
+	activeW   *kvBucket
+	childrenW *kvBucket
 	// closers close what Start opened, in reverse order (closeAll).
 	closers []func(context.Context) error
 	// purging is set while a sweep's replacement of old delete markers
@@ -281,7 +281,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
-	n.log = &log{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
+	n.runlog = &runLog{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) error {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, replicas)); err != nil {
@@ -296,15 +296,15 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	writer := func(bucket string) (*kvWriter, error) {
+	writer := func(bucket string) (*kvBucket, error) {
 		// The store's writes and these share one in-flight count: when
 		// many runs write at once, every stream's writes batch.
-		w, err := n.store.WriterOn(ctx, "KV_"+bucket)
+		w, err := n.store.LogOn(ctx, "KV_"+bucket)
 		if err != nil {
 			return nil, fmt.Errorf("actors: bucket %s: %w", bucket, err)
 		}
 		n.closers = append(n.closers, w.Close)
-		return newKVWriter(w, bucket), nil
+		return newKVBucket(w, bucket), nil
 	}
 	budgetsW, err := writer("cairn_budgets")
 	if err != nil {
@@ -535,7 +535,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 	if latest.ParentRunID != "" {
 		return "", fmt.Errorf("%w: session %s belongs to a child run; its parent continues it", ErrInvalid, sessionID)
 	}
-	st, err := n.log.status(ctx, sessionID, latest.RunID)
+	st, err := n.runlog.status(ctx, sessionID, latest.RunID)
 	if err != nil {
 		return "", err
 	}
@@ -546,7 +546,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 	if a == nil {
 		return "", fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, latest.Agent)
 	}
-	last, err := n.log.last(ctx, events.SessionAll(sessionID))
+	last, err := n.runlog.last(ctx, events.SessionAll(sessionID))
 	if err != nil {
 		return "", err
 	}
@@ -558,7 +558,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 	if err := n.admit(ctx, sessionID, runID); err != nil {
 		return "", err
 	}
-	if _, err := n.log.createRun(ctx, rec, last.Sequence); err != nil {
+	if _, err := n.runlog.createRun(ctx, rec, last.Sequence); err != nil {
 		if errors.Is(err, runtime.ErrConflict) {
 			// Another continuation took the session: this run's record can
 			// never be written (its ID is new), so its entry goes now
@@ -579,7 +579,7 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 // also fences out its writer, and a stop to its actor. Its children are not
 // cancelled by it; they finish or are cancelled on their own.
 func (n *Node) Cancel(ctx context.Context, sessionID, runID, reason string) (runtime.CallStatus, error) {
-	st, err := n.log.endRun(ctx, sessionID, runID, runtime.StatusCancelled, reason)
+	st, err := n.runlog.endRun(ctx, sessionID, runID, runtime.StatusCancelled, reason)
 	if err != nil {
 		return "", err
 	}
@@ -589,7 +589,7 @@ func (n *Node) Cancel(ctx context.Context, sessionID, runID, reason string) (run
 
 // Status returns what the log says of a run: its status, reply and error.
 func (n *Node) Status(ctx context.Context, sessionID, runID string) (runtime.CallStatus, *runtime.Reply, string, error) {
-	st, err := n.log.status(ctx, sessionID, runID)
+	st, err := n.runlog.status(ctx, sessionID, runID)
 	return st.Status, st.Reply, st.Error, err
 }
 
@@ -601,7 +601,7 @@ func (n *Node) Children(ctx context.Context, runID string) ([]events.Run, error)
 		if jsonUnmarshal(value, &ch) != nil {
 			return nil
 		}
-		if rec, err := n.log.readRun(ctx, ch.SessionID, ch.RunID); err == nil && rec != nil {
+		if rec, err := n.runlog.readRun(ctx, ch.SessionID, ch.RunID); err == nil && rec != nil {
 			out = append(out, *rec)
 		}
 		return nil
@@ -638,7 +638,7 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 		n.mu.Unlock()
 		// A safety net for a lost signal, not the mechanism.
 		again := time.Minute
-		st, err := n.log.status(ctx, sessionID, runID)
+		st, err := n.runlog.status(ctx, sessionID, runID)
 		switch {
 		case err != nil && (!unavailable(err) || ctx.Err() != nil):
 			return "", nil, err
@@ -738,7 +738,7 @@ func (n *Node) track(ctx context.Context, key string, ch child) error {
 	if _, err := n.childrenW.put(ctx, key, v); err != nil {
 		return fmt.Errorf("actors: track child %s: %w", ch.RunID, err)
 	}
-	st, err := n.log.status(ctx, ch.SessionID, ch.RunID)
+	st, err := n.runlog.status(ctx, ch.SessionID, ch.RunID)
 	if err != nil || !st.Status.Active() {
 		return err
 	}
@@ -837,7 +837,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 	sessionID, runID := subj.SessionID, subj.RunID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec, err := n.log.readRun(ctx, sessionID, runID)
+	rec, err := n.runlog.readRun(ctx, sessionID, runID)
 	if err != nil {
 		_ = msg.NakWithDelay(time.Second)
 		return
@@ -904,7 +904,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 			res, store, err = nil, nil, fmt.Errorf("%w: wall-clock deadline passed: %w", ErrBudget, err)
 		}
 	}()
-	rec, err := n.log.readRun(ctx, sessionID, runID)
+	rec, err := n.runlog.readRun(ctx, sessionID, runID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -913,7 +913,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		// not written it yet, or never will (admission.go).
 		return nil, nil, n.unrecorded(ctx, sessionID, runID)
 	}
-	st, err := n.log.status(ctx, sessionID, runID)
+	st, err := n.runlog.status(ctx, sessionID, runID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1010,7 +1010,7 @@ func (n *Node) Lookup(ctx context.Context, runID string) (*events.Run, error) {
 		return nil, err
 	}
 	var r events.Run
-	found, err := n.log.lastPayload(ctx, events.RunCreatedAnySession(runID), &r)
+	found, err := n.runlog.lastPayload(ctx, events.RunCreatedAnySession(runID), &r)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ const (
 
 // readiness is the node's record of its last probe.
 type readiness struct {
-	w   *kvWriter // nil until Start opened the bucket
+	w   *kvBucket // nil until Start opened the bucket
 	seq atomic.Uint64
 
 	mu     sync.Mutex // one probe at a time; the others reuse its answer
@@ -49,12 +49,12 @@ func (n *Node) openReadiness(ctx context.Context, js jetstream.JetStream, replic
 		Replicas: replicas, TTL: readyProbeTTL}); err != nil {
 		return fmt.Errorf("actors: bucket %s: %w", readyBucket, err)
 	}
-	w, err := n.store.WriterOn(ctx, "KV_"+readyBucket)
+	w, err := n.store.LogOn(ctx, "KV_"+readyBucket)
 	if err != nil {
 		return fmt.Errorf("actors: bucket %s: %w", readyBucket, err)
 	}
 	n.closers = append(n.closers, w.Close)
-	n.ready.w = newKVWriter(w, readyBucket)
+	n.ready.w = newKVBucket(w, readyBucket)
 	return nil
 }
 

@@ -31,9 +31,9 @@ func keyOf(s string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// log is the node's access to the run log outside the runtime's Store:
+// runLog is the node's access to the run runLog outside the runtime's Store:
 // run records, end events, statuses.
-type log struct {
+type runLog struct {
 	store *cjs.Store
 	now   func() time.Time
 	// records caches run records read from the log. A record is written
@@ -51,7 +51,7 @@ const (
 	recordCacheBytes = 8 << 20
 )
 
-func (l *log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+func (l *runLog) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	m, err := l.store.Last(ctx, subject)
 	if err != nil {
 		return nil, fmt.Errorf("actors: %w", err)
@@ -61,14 +61,14 @@ func (l *log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg
 
 // lastPayload decodes the payload of the last event on subject into v. It
 // reports whether there was one.
-func (l *log) lastPayload(ctx context.Context, subject string, v any) (bool, error) {
+func (l *runLog) lastPayload(ctx context.Context, subject string, v any) (bool, error) {
 	m, err := l.lastDecoded(ctx, subject, v)
 	return m != nil, err
 }
 
 // lastDecoded is lastPayload returning the message too (nil when there is
 // none), for its time.
-func (l *log) lastDecoded(ctx context.Context, subject string, v any) (*jetstream.RawStreamMsg, error) {
+func (l *runLog) lastDecoded(ctx context.Context, subject string, v any) (*jetstream.RawStreamMsg, error) {
 	m, err := l.last(ctx, subject)
 	if err != nil || m == nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (l *log) lastDecoded(ctx context.Context, subject string, v any) (*jetstrea
 
 // publish writes one event fenced against its session's last sequence.
 // A wrong-last-sequence answer is reported as runtime.ErrConflict.
-func (l *log) publish(ctx context.Context, subject string, ev events.Envelope, id string, expectSeq uint64) error {
+func (l *runLog) publish(ctx context.Context, subject string, ev events.Envelope, id string, expectSeq uint64) error {
 	body, hdrs, err := events.Encode(ev, id)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ var errExists = errors.New("actors: run exists")
 // last sequence, so two continuations of one session are serialized (C26).
 // It returns errExists with the stored record when the run was created
 // before.
-func (l *log) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*events.Run, error) {
+func (l *runLog) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*events.Run, error) {
 	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, l.now(), r)
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (l *log) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*e
 }
 
 // readRun returns a run's record, nil when there is none.
-func (l *log) readRun(ctx context.Context, sessionID, runID string) (*events.Run, error) {
+func (l *runLog) readRun(ctx context.Context, sessionID, runID string) (*events.Run, error) {
 	key := sessionID + "/" + runID
 	if l.records != nil {
 		if r, ok := l.records.Get(key); ok {
@@ -160,7 +160,7 @@ type status struct {
 	Error  string
 }
 
-func (l *log) status(ctx context.Context, sessionID, runID string) (status, error) {
+func (l *runLog) status(ctx context.Context, sessionID, runID string) (status, error) {
 	// One read of both (at most one exists: each is fenced on the session).
 	lasts, err := l.store.Lasts(ctx, events.RunEndedSubject(sessionID, runID), events.CheckpointSubject(sessionID, runID, true))
 	if err != nil {
@@ -191,7 +191,7 @@ func (l *log) status(ctx context.Context, sessionID, runID string) (status, erro
 // endRun records that a run ended without completing, fenced against its
 // session so it also fences out the run's own writer. A run that completed
 // or ended first keeps that status, which endRun returns.
-func (l *log) endRun(ctx context.Context, sessionID, runID string, st runtime.CallStatus, reason string) (status, error) {
+func (l *runLog) endRun(ctx context.Context, sessionID, runID string, st runtime.CallStatus, reason string) (status, error) {
 	for attempt := 0; attempt < 20; attempt++ {
 		cur, err := l.status(ctx, sessionID, runID)
 		if err != nil {

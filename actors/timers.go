@@ -32,7 +32,7 @@ func (n *Node) armDeadline(memberCtx context.Context, sessionID, runID, wait str
 		// The root's wall-clock budget ends a parked run too: wake it
 		// then, and the attempt fails at once on the expired deadline.
 		var rec *events.Run
-		if rec, err = n.log.readRun(ctx, sessionID, runID); err == nil && rec != nil {
+		if rec, err = n.runlog.readRun(ctx, sessionID, runID); err == nil && rec != nil {
 			var root time.Time
 			if root, err = n.ledger.deadline(ctx, rec, nil); err == nil && !root.IsZero() && (dl.IsZero() || root.Before(dl)) {
 				dl = root
@@ -65,7 +65,7 @@ const deadlineRetry = 5 * time.Second
 func (n *Node) endFailed(ctx context.Context, sessionID, runID, reason string) {
 	delay := 100 * time.Millisecond
 	for {
-		_, err := n.log.endRun(ctx, sessionID, runID, runtime.StatusFailed, reason)
+		_, err := n.runlog.endRun(ctx, sessionID, runID, runtime.StatusFailed, reason)
 		if err == nil || ctx.Err() != nil {
 			return
 		}

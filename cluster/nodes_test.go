@@ -320,3 +320,11 @@ func TestForeignLeaseTakenBackBySweep(t *testing.T) {
 	waitRoots(t, nodes[0], roots)
 	checkLog(t, js, 3)
 }
+
+// The provider tells the node when its membership is stale and when it
+// was expelled: the node looks for these by type assertion, so a renamed
+// method would silently stop working without these lines.
+var (
+	_ actors.Membership = (*cluster.Provider)(nil)
+	_ actors.Expeller   = (*cluster.Provider)(nil)
+)

@@ -230,12 +230,12 @@ func (p *Provider) Shutdown(bool) error {
 // a new member.
 func (p *Provider) Expelled() <-chan struct{} { return p.expelled }
 
-// Current reports whether this member's entry is known to have been
+// Fresh reports whether this member's entry is known to have been
 // refreshed within the TTL. A member that is not current (it was paused,
 // or cut off from NATS) may already have been removed by the others, so
 // its view of who owns what is not to be acted on: it should neither
 // route nor acknowledge work until it is current again or expelled.
-func (p *Provider) Current() bool {
+func (p *Provider) Fresh() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !p.beat.IsZero() && time.Since(p.beat) < p.cfg.TTL

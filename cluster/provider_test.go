@@ -250,8 +250,8 @@ func TestExpiryRemovesAMemberAndExpelsIt(t *testing.T) {
 	for _, m := range []*member{a, b} {
 		eventually(t, "c removed", func() bool { return sees(m, a, b) })
 	}
-	if c.p.Current() || !a.p.Current() {
-		t.Errorf("Current: c %v (its heartbeats failed for longer than the TTL), a %v", c.p.Current(), a.p.Current())
+	if c.p.Fresh() || !a.p.Fresh() {
+		t.Errorf("Current: c %v (its heartbeats failed for longer than the TTL), a %v", c.p.Fresh(), a.p.Fresh())
 	}
 	cID := c.c.ActorSystem.ID
 	for _, m := range []*member{a, b} {

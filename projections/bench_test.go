@@ -126,7 +126,7 @@ func BenchmarkRebuild(b *testing.B) {
 			t0 := time.Now()
 			raw(b)
 			t1 := time.Now()
-			rebuild(b, projections.NewRunIndex())
+			rebuild(b, projections.NewRuns())
 			tRaw, tIx = tRaw+t1.Sub(t0), tIx+time.Since(t1)
 		}
 		b.ReportMetric(tRaw.Seconds()/tIx.Seconds(), "rate-ratio")

@@ -11,7 +11,7 @@ import (
 // A Follower applies each stream sequence once: a redelivered event (after
 // a restart, say) changes nothing.
 func ExampleFollower() {
-	ix := projections.NewRunIndex()
+	ix := projections.NewRuns()
 	f := projections.NewFollower(ix)
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	created, _ := events.New(events.RunCreated, "s1", "r1", 0, 0, at, events.Run{RunID: "r1", SessionID: "s1", Agent: "researcher", RootRunID: "r1"})

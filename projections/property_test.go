@@ -138,7 +138,7 @@ func genLog(rng *rand.Rand, n int) []projections.Event {
 
 func models() []func() projections.Projection {
 	return []func() projections.Projection{
-		func() projections.Projection { return projections.NewRunIndex() },
+		func() projections.Projection { return projections.NewRuns() },
 		func() projections.Projection { return projections.NewCallTree() },
 		func() projections.Projection { return projections.NewUsage() },
 		func() projections.Projection { return projections.NewTranscripts("") },

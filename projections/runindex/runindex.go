@@ -21,13 +21,13 @@ type Entry = projections.RunEntry
 
 // Index is the read model.
 type Index struct {
-	ix *projections.RunIndex
+	ix *projections.Runs
 	r  *projections.Runner
 }
 
 // Start builds the index from the stream and keeps it current.
 func Start(ctx context.Context, js jetstream.JetStream, stream string) (*Index, error) {
-	ix := projections.NewRunIndex()
+	ix := projections.NewRuns()
 	r, err := projections.Start(ctx, projections.Config{JS: js, Stream: stream}, ix)
 	if err != nil {
 		return nil, fmt.Errorf("runindex: %w", err)

@@ -129,7 +129,7 @@ type CommitEvent struct {
 // BatchEvent describes one atomic batch (metrics).
 type BatchEvent struct {
 	// Stream is the stream written: the log, or a KV bucket's stream for
-	// a Writer made by Store.WriterOn.
+	// a Log made by Store.LogOn.
 	Stream   string
 	Size     int
 	Duration time.Duration
@@ -156,10 +156,10 @@ type pending struct {
 // lives in it while nothing is waiting: whoever finds a free batch slot
 // sends the next batch.
 type committer struct {
-	w   *Writer
+	w   *Log
 	cfg GroupCommit
 	// active counts the writes in flight: this committer's, or, for
-	// Writers made by Store.WriterOn, those of every writer of the store
+	// Logs made by Store.LogOn, those of every writer of the store
 	// (the disk's fsyncs are shared, so is the decision to batch).
 	active  *atomic.Int64
 	prefix  string
@@ -174,7 +174,7 @@ type committer struct {
 	lingered bool
 }
 
-func newCommitter(w *Writer, cfg GroupCommit, active *atomic.Int64) *committer {
+func newCommitter(w *Log, cfg GroupCommit, active *atomic.Int64) *committer {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	if active == nil {

@@ -21,13 +21,13 @@ func WrapBatchRequest(s *Store, wrap func(BatchRequestFunc) BatchRequestFunc) {
 	s.batchRequest = wrap(s.batchRequest)
 }
 
-// WrapWriterPublish replaces a Writer's single-publish path with wrap(original).
-func WrapWriterPublish(w *Writer, wrap func(PublishFunc) PublishFunc) {
+// WrapLogPublish replaces a Log's single-publish path with wrap(original).
+func WrapLogPublish(w *Log, wrap func(PublishFunc) PublishFunc) {
 	w.publishMsg = wrap(w.publishMsg)
 }
 
-// WrapWriterBatchRequest replaces a Writer's batch commit with wrap(original).
-func WrapWriterBatchRequest(w *Writer, wrap func(BatchRequestFunc) BatchRequestFunc) {
+// WrapLogBatchRequest replaces a Log's batch commit with wrap(original).
+func WrapLogBatchRequest(w *Log, wrap func(BatchRequestFunc) BatchRequestFunc) {
 	w.batchRequest = wrap(w.batchRequest)
 }
 
@@ -41,7 +41,7 @@ func ForgetUsedCallIDsBase(h *RunStore) {
 
 // ScanTo scans filter from the start as Scan does, with end, the leader's
 // last matching sequence when the scan began, given.
-func ScanTo(ctx context.Context, w *Writer, filter string, end uint64) (seen []uint64, err error) {
+func ScanTo(ctx context.Context, w *Log, filter string, end uint64) (seen []uint64, err error) {
 	err = w.scanFrom(ctx, filter, 1, end, true, func(m *rawMsg) error {
 		seen = append(seen, m.seq)
 		return nil

@@ -59,7 +59,7 @@ type rawMsg struct {
 // yet, and its new one is past the start's last message. It reads with
 // batched direct gets, so unlike a KV key listing or a watcher it creates
 // no consumer on the server.
-func (w *Writer) Scan(ctx context.Context, filter string, fn func(subject string, seq uint64, header nats.Header, data []byte) error) error {
+func (w *Log) Scan(ctx context.Context, filter string, fn func(subject string, seq uint64, header nats.Header, data []byte) error) error {
 	var end uint64
 	if w.replicas > 1 {
 		// The leader's last message: a follower that is behind must be
@@ -79,13 +79,13 @@ func (w *Writer) Scan(ctx context.Context, filter string, fn func(subject string
 // $JS.API.DIRECT.GET.<stream> with {"batch", "next_by_subj", "seq"} is
 // answered with one message per match, then a 204 status carrying
 // Nats-Num-Pending and Nats-Last-Sequence; no match at all is one 404.
-func (w *Writer) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
+func (w *Log) scan(ctx context.Context, filter string, start, end uint64, fn func(*rawMsg) error) error {
 	return w.scanFrom(ctx, filter, start, end, false, fn)
 }
 
 // scanFrom is scan; with toEnd it goes on past end to the end of the
 // stream (the server has nothing pending for the filter).
-func (w *Writer) scanFrom(ctx context.Context, filter string, start, end uint64, toEnd bool, fn func(*rawMsg) error) error {
+func (w *Log) scanFrom(ctx context.Context, filter string, start, end uint64, toEnd bool, fn func(*rawMsg) error) error {
 	subj := "$JS.API.DIRECT.GET." + w.name
 	seen := start - 1
 	track := func(m *rawMsg) error {
@@ -131,7 +131,7 @@ func (w *Writer) scanFrom(ctx context.Context, filter string, start, end uint64,
 	}
 }
 
-func (w *Writer) scanBatch(ctx context.Context, in *inbox, subj, inbox string, req []byte, end uint64, toEnd bool, fn func(*rawMsg) error) (next uint64, done bool, err error) {
+func (w *Log) scanBatch(ctx context.Context, in *inbox, subj, inbox string, req []byte, end uint64, toEnd bool, fn func(*rawMsg) error) (next uint64, done bool, err error) {
 	if err := w.nc.PublishRequest(subj, inbox, req); err != nil {
 		return 0, false, err
 	}
@@ -180,7 +180,7 @@ const maxLasts = 1024
 // reads it: a direct get may be answered by a follower that is behind.
 // A wildcard filter costs a message per subject it matches: Lasts is for
 // filters that match a few subjects.
-func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.RawStreamMsg, error) {
+func (w *Log) Lasts(ctx context.Context, filters ...string) ([]*jetstream.RawStreamMsg, error) {
 	if len(filters) == 0 {
 		return nil, nil
 	}
@@ -217,7 +217,7 @@ func (w *Writer) Lasts(ctx context.Context, filters ...string) ([]*jetstream.Raw
 // when the connection is down, or no answer came in time, err says so
 // (Unavailable): reading on filter by filter would wait as long again for
 // each.
-func (w *Writer) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool, err error) {
+func (w *Log) multiLast(ctx context.Context, filters []string) (out []*jetstream.RawStreamMsg, ok bool, err error) {
 	req, _ := json.Marshal(map[string]any{"multi_last": filters, "batch": maxLasts})
 	inbox, in, closeFn, err := w.replies.open()
 	if err != nil {

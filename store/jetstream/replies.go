@@ -13,7 +13,7 @@ import (
 
 // replies receives the answers of requests answered by more than one
 // message (batched and multi-last direct gets) on one wildcard
-// subscription per Writer, the way nats.go's Request shares one for
+// subscription per Log, the way nats.go's Request shares one for
 // single answers. A subscription per request would cost a SUB and an UNSUB
 // each, and on the server an update of its subject cache at both.
 type replies struct {

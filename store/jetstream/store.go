@@ -86,15 +86,15 @@ type Config struct {
 var (
 	ErrStreamMismatch = errors.New("jetstream: existing stream configuration does not match")
 	ErrTooLarge       = errors.New("jetstream: payload too large")
-	// ErrClosed is the answer of a Store or Writer used after its Close.
+	// ErrClosed is the answer of a Store or Log used after its Close.
 	ErrClosed = errors.New("jetstream: closed")
 )
 
 // Store opens run stores on one stream.
 type Store struct {
-	// Every write to the log goes through the Writer: checkpoint commits,
+	// Every write to the log goes through the Log: checkpoint commits,
 	// leases and compactions here, run records through Write.
-	*Writer
+	*Log
 	cfg   Config
 	blobs jetstream.ObjectStore
 	// maxInline is the largest body kept inline in an event.
@@ -140,7 +140,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, Writer: newWriter(nc, js, st, WriterConfig{
+	s := &Store{cfg: cfg, Log: newLog(nc, js, st, LogConfig{
 		Stream: cfg.Stream, Replicas: cfg.Replicas, Retries: cfg.Retries, Backoff: cfg.Backoff,
 		Logger: cfg.Logger, GroupCommit: cfg.GroupCommit, OnBatch: cfg.OnBatch,
 	}, nil)}
@@ -592,9 +592,9 @@ func (s *Store) usedCallIDsAt(ctx context.Context, sessionID, runID string, seq 
 // errFound ends a scan that found what it looked for.
 var errFound = errors.New("found")
 
-// Close ends the Store (its Writer: Writer.Close). Writers made by
-// WriterOn are their callers' to close; run handles fail after it.
-func (s *Store) Close(ctx context.Context) error { return s.Writer.Close(ctx) }
+// Close ends the Store (its Log: Log.Close). Logs made by
+// LogOn are their callers' to close; run handles fail after it.
+func (s *Store) Close(ctx context.Context) error { return s.Log.Close(ctx) }
 
 // LoadCheckpoint implements runtime.Store.
 func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error) {

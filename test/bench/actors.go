@@ -633,7 +633,7 @@ func b7(ctx context.Context, cfg config, runs int) (row, error) {
 	total := info.State.Msgs
 	cairn, err := newLoader(1, func(int) (func(context.Context) error, error) {
 		return func(ctx context.Context) error {
-			r, err := projections.Start(ctx, projections.Config{JS: js}, projections.NewRunIndex())
+			r, err := projections.Start(ctx, projections.Config{JS: js}, projections.NewRuns())
 			if err != nil {
 				return err
 			}

@@ -287,10 +287,10 @@ type loader struct {
 	windowLength time.Duration
 }
 
-func newLoader(writers int, newWriter func(w int) (func(context.Context) error, error)) (*loader, error) {
+func newLoader(writers int, newLog func(w int) (func(context.Context) error, error)) (*loader, error) {
 	l := &loader{fns: make([]func(context.Context) error, writers)}
 	for w := range l.fns {
-		fn, err := newWriter(w)
+		fn, err := newLog(w)
 		if err != nil {
 			return nil, err
 		}
@@ -354,8 +354,8 @@ func (l *loader) stats() (stats, error) {
 }
 
 // load runs one loader for d.
-func load(d time.Duration, writers int, newWriter func(w int) (func(context.Context) error, error)) (stats, error) {
-	l, err := newLoader(writers, newWriter)
+func load(d time.Duration, writers int, newLog func(w int) (func(context.Context) error, error)) (stats, error) {
+	l, err := newLoader(writers, newLog)
 	if err != nil {
 		return stats{}, err
 	}

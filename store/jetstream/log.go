@@ -15,8 +15,8 @@ import (
 	"github.com/cairn-agents/cairn/runtime"
 )
 
-// WriterConfig configures a Writer.
-type WriterConfig struct {
+// LogConfig configures a Log.
+type LogConfig struct {
 	// Stream is the stream written to; it must exist. Required.
 	Stream string
 	// Replicas of the stream: above 1, the last message of a subject is
@@ -35,7 +35,7 @@ type WriterConfig struct {
 	OnBatch func(BatchEvent)
 }
 
-// Writer writes messages to one stream exactly once, each optionally
+// Log writes messages to one stream exactly once, each optionally
 // fenced on the last sequence of a subject, through a committer: while
 // few writes are in flight each is published on its own; when many are,
 // they share atomic batches (one flush for all). Every ambiguous answer (a
@@ -44,7 +44,7 @@ type WriterConfig struct {
 // true outcome and nothing is stored twice. The Store writes its run log
 // through one; Cairn's KV buckets (budgets, active runs) through others,
 // so that their writes are group-committed too.
-type Writer struct {
+type Log struct {
 	name     string
 	replicas int
 	retries  int
@@ -66,36 +66,36 @@ type Writer struct {
 	closed  atomic.Bool
 }
 
-// Close ends the Writer: it removes its reply subscription, and every
+// Close ends the Log: it removes its reply subscription, and every
 // write and read after it fails with ErrClosed. Writes in flight finish.
 // The connection is the caller's and stays open. Close is idempotent; ctx
 // is unused today (nothing it does waits on the server) and bounds what a
 // later Close may have to wait for.
-func (w *Writer) Close(ctx context.Context) error {
+func (w *Log) Close(ctx context.Context) error {
 	if w.closed.Swap(true) {
 		return nil
 	}
 	return w.replies.close()
 }
 
-// NewWriter returns a Writer on an existing stream. Unless GroupCommit's
+// NewLog returns a Log on an existing stream. Unless GroupCommit's
 // mode is single, it switches atomic batch publish on for the stream
 // (nats-server 2.12+; it changes nothing stored).
-func NewWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig) (*Writer, error) {
-	return openWriter(ctx, nc, cfg, nil)
+func NewLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
+	return openLog(ctx, nc, cfg, nil)
 }
 
-// openWriter is NewWriter; active, when set, is the in-flight gauge its
+// openLog is NewLog; active, when set, is the in-flight gauge its
 // committer shares with other writers.
-func openWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig, active *atomic.Int64) (*Writer, error) {
+func openLog(ctx context.Context, nc *nats.Conn, cfg LogConfig, active *atomic.Int64) (*Log, error) {
 	if nc == nil {
-		return nil, errors.New("jetstream: NewWriter: nil connection")
+		return nil, errors.New("jetstream: NewLog: nil connection")
 	}
 	if cfg.Stream == "" {
-		return nil, errors.New("jetstream: WriterConfig.Stream: empty, want the name of an existing stream")
+		return nil, errors.New("jetstream: LogConfig.Stream: empty, want the name of an existing stream")
 	}
 	if cfg.Replicas < 0 || cfg.Retries < 0 || cfg.Backoff < 0 {
-		return nil, fmt.Errorf("jetstream: WriterConfig: Replicas %d, Retries %d, Backoff %s: must not be negative", cfg.Replicas, cfg.Retries, cfg.Backoff)
+		return nil, fmt.Errorf("jetstream: LogConfig: Replicas %d, Retries %d, Backoff %s: must not be negative", cfg.Replicas, cfg.Retries, cfg.Backoff)
 	}
 	if err := cfg.GroupCommit.defaults(); err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func openWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig, active *at
 	}
 	st, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: writer: stream %s: %w", cfg.Stream, err)
+		return nil, fmt.Errorf("jetstream: log: stream %s: %w", cfg.Stream, err)
 	}
 	got := st.CachedInfo().Config
 	if got.PersistMode != jetstream.DefaultPersistMode {
@@ -118,12 +118,12 @@ func openWriter(ctx context.Context, nc *nats.Conn, cfg WriterConfig, active *at
 			return nil, fmt.Errorf("jetstream: stream %s: enabling atomic batch publish for group commit (needs nats-server 2.12+; GroupCommit.Mode single works without it): %w", cfg.Stream, err)
 		}
 	}
-	return newWriter(nc, js, st, cfg, active), nil
+	return newLog(nc, js, st, cfg, active), nil
 }
 
-// newWriter fills in defaults; the stream is known to suit. active, when
+// newLog fills in defaults; the stream is known to suit. active, when
 // set, is the in-flight gauge shared with other writers.
-func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg WriterConfig, active *atomic.Int64) *Writer {
+func newLog(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg LogConfig, active *atomic.Int64) *Log {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
@@ -137,7 +137,7 @@ func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg W
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{
+	w := &Log{
 		name: cfg.Stream, replicas: cfg.Replicas, retries: cfg.Retries, backoff: cfg.Backoff,
 		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch,
 		publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
@@ -147,16 +147,16 @@ func newWriter(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg W
 	return w
 }
 
-// WriterOn returns a Writer on another stream (one of the node's KV
+// LogOn returns a Log on another stream (one of the node's KV
 // buckets, say) with the store's connection, retries and group commit
 // configuration and OnBatch hook, whose committer shares the store's count of writes in
 // flight: under SyncAlways every single publish is an fsync of the same
 // disk, whichever stream it goes to, so when many runs write at once the
-// writes to every stream batch, not only the log's. Like NewWriter, it
+// writes to every stream batch, not only the log's. Like NewLog, it
 // switches atomic batch publish on for the stream unless the mode is
 // single.
-func (s *Store) WriterOn(ctx context.Context, stream string) (*Writer, error) {
-	return openWriter(ctx, s.nc, WriterConfig{Stream: stream, Replicas: s.cfg.Replicas, Retries: s.cfg.Retries, Backoff: s.cfg.Backoff,
+func (s *Store) LogOn(ctx context.Context, stream string) (*Log, error) {
+	return openLog(ctx, s.nc, LogConfig{Stream: stream, Replicas: s.cfg.Replicas, Retries: s.cfg.Retries, Backoff: s.cfg.Backoff,
 		Logger: s.cfg.Logger, GroupCommit: s.cfg.GroupCommit, OnBatch: s.cfg.OnBatch}, s.commits.active)
 }
 
@@ -167,7 +167,7 @@ func (s *Store) WriterOn(ctx context.Context, stream string) (*Writer, error) {
 // same write (same id) after an error that left the outcome unknown
 // returns the sequence it was stored at, within the stream's duplicate
 // window. msg's headers are kept; Write adds its own.
-func (w *Writer) Write(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64) (uint64, error) {
+func (w *Log) Write(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64) (uint64, error) {
 	switch {
 	case w.closed.Load():
 		return 0, fmt.Errorf("jetstream: write %s: %w", id, ErrClosed)
@@ -202,7 +202,7 @@ func (w *Writer) Write(ctx context.Context, msg *nats.Msg, id, fence string, exp
 // publish is the single-publish path: one publish, retried on transient
 // errors; a fenced one has every ambiguous answer settled by settle, which
 // reads the log.
-func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64, settle func(context.Context, error) (uint64, error)) (uint64, error) {
+func (w *Log) publish(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64, settle func(context.Context, error) (uint64, error)) (uint64, error) {
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
 	if fence != "" {
 		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect, fence))
@@ -268,7 +268,7 @@ func (w *Writer) publish(ctx context.Context, msg *nats.Msg, id, fence string, e
 
 // Last returns the last message on subject (wildcards allowed), nil when
 // there is none, read from the stream leader when replicated.
-func (w *Writer) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+func (w *Log) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	return w.last(ctx, subject)
 }
 
@@ -277,7 +277,7 @@ func (w *Writer) Last(ctx context.Context, subject string) (*jetstream.RawStream
 // may be answered by a follower that is behind, and every caller of last
 // decides something (a fence, a revision, a lost acknowledgement) from it.
 // A single-replica stream answers direct gets from its only copy.
-func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+func (w *Log) last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	return w.readOne(ctx, "last of "+subject, map[string]any{"last_by_subj": subject}, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return w.stream.GetLastMsgForSubject(ctx, subject)
 	})
@@ -287,7 +287,7 @@ func (w *Writer) last(ctx context.Context, subject string) (*jetstream.RawStream
 // the stream leader: its callers know the message exists, and a direct get
 // may be answered by a copy that does not have it yet (a follower, a
 // mirror serving direct gets).
-func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+func (w *Log) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	req := map[string]any{"seq": seq}
 	return w.readOne(ctx, fmt.Sprintf("seq %d", seq), req, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return w.getFromLeader(ctx, req)
@@ -298,7 +298,7 @@ func (w *Writer) bySeq(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg
 // errors while the connection is up: on a replicated stream with request,
 // from the leader; on a single replica with direct. Each try is bounded
 // by opTimeout.
-func (w *Writer) readOne(ctx context.Context, what string, request map[string]any, direct func(context.Context) (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
+func (w *Log) readOne(ctx context.Context, what string, request map[string]any, direct func(context.Context) (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
 	if w.closed.Load() {
 		return nil, fmt.Errorf("jetstream: read %s: %w", what, ErrClosed)
 	}
@@ -329,7 +329,7 @@ func (w *Writer) readOne(ctx context.Context, what string, request map[string]an
 }
 
 // getFromLeader asks the stream leader's message-get API for one message.
-func (w *Writer) getFromLeader(ctx context.Context, request map[string]any) (*jetstream.RawStreamMsg, error) {
+func (w *Log) getFromLeader(ctx context.Context, request map[string]any) (*jetstream.RawStreamMsg, error) {
 	req, _ := json.Marshal(request)
 	rctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -371,9 +371,9 @@ func (w *Writer) getFromLeader(ctx context.Context, request map[string]any) (*je
 // down reports whether the connection is not connected: a request made
 // now waits, buffered, until it reconnects or times out, and a retry
 // would only wait out another timeout.
-func (w *Writer) down() bool { return !w.nc.IsConnected() }
+func (w *Log) down() bool { return !w.nc.IsConnected() }
 
-func (w *Writer) sleep(ctx context.Context, attempt int) error {
+func (w *Log) sleep(ctx context.Context, attempt int) error {
 	t := time.NewTimer(w.backoff << attempt)
 	defer t.Stop()
 	select {

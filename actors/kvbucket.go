@@ -17,48 +17,48 @@ import (
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
-// kvWriter writes a KV bucket's entries through a store Writer on the
+// kvBucket writes a KV bucket's entries through a store Log on the
 // bucket's stream, speaking the bucket's wire format (subject $KV.<bucket>.<key>,
 // a KV-Operation header for deletes): a Create is a write fenced on the
 // key at 0, an Update one fenced at the read revision, a Put or Delete an
 // unfenced one. Readers (Get, watchers) see exactly what nats.go's own
 // writes would produce. Every write has a Msg-Id of its own, so the
-// Writer can settle a lost acknowledgement and a retry is never applied
+// Log can settle a lost acknowledgement and a retry is never applied
 // twice.
-type kvWriter struct {
-	w      *cjs.Writer
+type kvBucket struct {
+	w      *cjs.Log
 	bucket string
 	prefix string
 	seq    atomic.Uint64
 }
 
-func newKVWriter(w *cjs.Writer, bucket string) *kvWriter {
+func newKVBucket(w *cjs.Log, bucket string) *kvBucket {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &kvWriter{w: w, bucket: bucket, prefix: bucket + "." + hex.EncodeToString(b[:]) + "."}
+	return &kvBucket{w: w, bucket: bucket, prefix: bucket + "." + hex.EncodeToString(b[:]) + "."}
 }
 
-func (k *kvWriter) subject(key string) string { return "$KV." + k.bucket + "." + key }
+func (k *kvBucket) subject(key string) string { return "$KV." + k.bucket + "." + key }
 
 // id is unique to one write of this process: two writers that read the
 // same revision must never share a Msg-Id, or the second would be
 // answered as a duplicate of the first.
-func (k *kvWriter) id() string { return k.prefix + strconv.FormatUint(k.seq.Add(1), 36) }
+func (k *kvBucket) id() string { return k.prefix + strconv.FormatUint(k.seq.Add(1), 36) }
 
 // create stores key only if it has no entry; an existing one is a
 // conflict (runtime.ErrConflict). Unlike kv.Create, a delete marker counts
 // as an entry: its users (the ledger, wait registrations) never delete.
-func (k *kvWriter) create(ctx context.Context, key string, value []byte) (uint64, error) {
+func (k *kvBucket) create(ctx context.Context, key string, value []byte) (uint64, error) {
 	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), k.subject(key), 0)
 }
 
 // update stores key only if its last revision is rev; otherwise a
 // conflict (runtime.ErrConflict).
-func (k *kvWriter) update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+func (k *kvBucket) update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), k.subject(key), rev)
 }
 
-func (k *kvWriter) put(ctx context.Context, key string, value []byte) (uint64, error) {
+func (k *kvBucket) put(ctx context.Context, key string, value []byte) (uint64, error) {
 	return k.w.Write(ctx, &nats.Msg{Subject: k.subject(key), Data: value}, k.id(), "", 0)
 }
 
@@ -69,7 +69,7 @@ func (k *kvWriter) put(ctx context.Context, key string, value []byte) (uint64, e
 // the sweep read them all, every SweepInterval. With at > 0 the purge is
 // made only if the key's last revision is still at (else a conflict,
 // runtime.ErrConflict). The bucket must allow message TTLs (bucketConfig).
-func (k *kvWriter) purge(ctx context.Context, key string, ttl time.Duration, at uint64) error {
+func (k *kvBucket) purge(ctx context.Context, key string, ttl time.Duration, at uint64) error {
 	msg := &nats.Msg{Subject: k.subject(key), Header: nats.Header{}}
 	msg.Header.Set(kvOperation, kvOperationPurge)
 	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
@@ -84,13 +84,13 @@ func (k *kvWriter) purge(ctx context.Context, key string, ttl time.Duration, at 
 
 // get returns key's value and revision, found false when the key has none
 // (never written, deleted or purged). It reads the key's last message
-// through the Writer: on a replicated bucket from the stream's leader. A
+// through the Log: on a replicated bucket from the stream's leader. A
 // bucket's own Get may be answered by a direct get from any replica, one
 // that is behind: its "not found" for a key written a moment ago (a
 // child just recorded, a budget entry just created) would be taken as the
 // truth by whoever decides on it. A single replica's only copy is read
-// directly. Each read is bounded (the Writer's per-request timeout).
-func (k *kvWriter) get(ctx context.Context, key string) (value []byte, rev uint64, found bool, err error) {
+// directly. Each read is bounded (the Log's per-request timeout).
+func (k *kvBucket) get(ctx context.Context, key string) (value []byte, rev uint64, found bool, err error) {
 	m, err := k.w.Last(ctx, k.subject(key))
 	if err != nil || m == nil {
 		return nil, 0, false, err
@@ -108,7 +108,7 @@ func (k *kvWriter) get(ctx context.Context, key string) (value []byte, rev uint6
 // with batched direct gets: a key listing or a watcher would create and
 // delete an ordered consumer on the server at every call, and a listing
 // then needs a Get per key besides.
-func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key string, value []byte) error) error {
+func (k *kvBucket) entries(ctx context.Context, prefix string, fn func(key string, value []byte) error) error {
 	return k.scan(ctx, prefix, fn, nil)
 }
 
@@ -116,7 +116,7 @@ func (k *kvWriter) entries(ctx context.Context, prefix string, fn func(key strin
 // marker (not a purge) as the scan meets it: its key and revision. A key
 // written again later in the scan is met again (entries sees its value);
 // a write fenced on the marker's revision is then refused.
-func (k *kvWriter) scan(ctx context.Context, prefix string, fn func(key string, value []byte) error, deleted func(key string, rev uint64)) error {
+func (k *kvBucket) scan(ctx context.Context, prefix string, fn func(key string, value []byte) error, deleted func(key string, rev uint64)) error {
 	values := map[string][]byte{}
 	subjPrefix := "$KV." + k.bucket + "."
 	filter := subjPrefix + ">"

@@ -18,9 +18,9 @@ import (
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
-// kvWriter makes a KV bucket (the way the node makes its buckets) and a
-// Writer on its stream.
-func kvWriter(t *testing.T, nc *nats.Conn, bucket string, cfg jetstream.WriterConfig) (njs.KeyValue, *jetstream.Writer) {
+// kvLog makes a KV bucket (the way the node makes its buckets) and a
+// Log on its stream.
+func kvLog(t *testing.T, nc *nats.Conn, bucket string, cfg jetstream.LogConfig) (njs.KeyValue, *jetstream.Log) {
 	t.Helper()
 	ctx := context.Background()
 	js, _ := njs.New(nc)
@@ -29,7 +29,7 @@ func kvWriter(t *testing.T, nc *nats.Conn, bucket string, cfg jetstream.WriterCo
 		t.Fatal(err)
 	}
 	cfg.Stream = "KV_" + bucket
-	w, err := jetstream.NewWriter(ctx, nc, cfg)
+	w, err := jetstream.NewLog(ctx, nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,26 +74,26 @@ func stored(t *testing.T, nc *nats.Conn, stream string) uint64 {
 	return info.State.LastSeq
 }
 
-func TestWriterRefusesBadInput(t *testing.T) {
+func TestLogRefusesBadInput(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
 	for _, tc := range []struct {
-		cfg  jetstream.WriterConfig
+		cfg  jetstream.LogConfig
 		want string
 	}{
-		{jetstream.WriterConfig{}, "WriterConfig.Stream: empty"},
-		{jetstream.WriterConfig{Stream: "NOPE"}, "stream NOPE"},
-		{jetstream.WriterConfig{Stream: "NOPE", Retries: -1}, "must not be negative"},
-		{jetstream.WriterConfig{Stream: "NOPE", GroupCommit: jetstream.GroupCommit{MaxBatch: 5000}}, "GroupCommit.MaxBatch"},
+		{jetstream.LogConfig{}, "LogConfig.Stream: empty"},
+		{jetstream.LogConfig{Stream: "NOPE"}, "stream NOPE"},
+		{jetstream.LogConfig{Stream: "NOPE", Retries: -1}, "must not be negative"},
+		{jetstream.LogConfig{Stream: "NOPE", GroupCommit: jetstream.GroupCommit{MaxBatch: 5000}}, "GroupCommit.MaxBatch"},
 	} {
-		if _, err := jetstream.NewWriter(ctx, nc, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := jetstream.NewLog(ctx, nc, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
-	if _, err := jetstream.NewWriter(ctx, nil, jetstream.WriterConfig{Stream: "X"}); err == nil {
+	if _, err := jetstream.NewLog(ctx, nil, jetstream.LogConfig{Stream: "X"}); err == nil {
 		t.Error("nil connection accepted")
 	}
-	_, w := kvWriter(t, nc, "bad", jetstream.WriterConfig{})
+	_, w := kvLog(t, nc, "bad", jetstream.LogConfig{})
 	for _, tc := range []struct {
 		msg       *nats.Msg
 		id, fence string
@@ -114,15 +114,15 @@ func TestWriterRefusesBadInput(t *testing.T) {
 	}
 }
 
-// A Writer on a KV bucket's stream speaks the bucket's compare-and-set: a
+// A Log on a KV bucket's stream speaks the bucket's compare-and-set: a
 // write fenced on the key's subject at revision r is an Update at r; at 0
 // it is a Create. Stale fences are conflicts; a repeated write is stored
 // once. In every commit mode.
-func TestWriterCompareAndSet(t *testing.T) {
+func TestLogCompareAndSet(t *testing.T) {
 	for _, m := range commitModes {
 		t.Run(m.name, func(t *testing.T) {
 			nc := natstest.Connect(t, natstest.Server(t))
-			kv, w := kvWriter(t, nc, "cas", jetstream.WriterConfig{GroupCommit: m.gc})
+			kv, w := kvLog(t, nc, "cas", jetstream.LogConfig{GroupCommit: m.gc})
 			ctx := context.Background()
 			subj := "$KV.cas.k"
 			seq, err := w.Write(ctx, kvMsg("cas", "k", "one"), "w1", subj, 0)
@@ -166,11 +166,11 @@ func TestWriterCompareAndSet(t *testing.T) {
 
 // A lost acknowledgement of a single publish, fenced or not: the write was
 // stored, the caller is told its sequence, nothing is stored twice.
-func TestWriterLostAcknowledgement(t *testing.T) {
+func TestLogLostAcknowledgement(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	kv, w := kvWriter(t, nc, "lost", jetstream.WriterConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+	kv, w := kvLog(t, nc, "lost", jetstream.LogConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
 	var calls atomic.Int64
-	jetstream.WrapWriterPublish(w, func(next jetstream.PublishFunc) jetstream.PublishFunc {
+	jetstream.WrapLogPublish(w, func(next jetstream.PublishFunc) jetstream.PublishFunc {
 		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
 			if calls.Add(1)%2 == 1 { // every first try is stored, its answer lost
 				if _, err := next(ctx, msg, opts...); err != nil {
@@ -205,10 +205,10 @@ func TestWriterLostAcknowledgement(t *testing.T) {
 // batch: exactly the stale writer is refused, every increment lands once,
 // batches both committed and fell back, and a batch's lost answer is
 // settled by each caller.
-func TestWriterBatchesWithStaleWriterAndLostAnswers(t *testing.T) {
+func TestLogBatchesWithStaleWriterAndLostAnswers(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	var ok, failed atomic.Int64
-	kv, w := kvWriter(t, nc, "ctr", jetstream.WriterConfig{
+	kv, w := kvLog(t, nc, "ctr", jetstream.LogConfig{
 		GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitBatch, MaxInflight: 1, MaxBatch: 64},
 		OnBatch: func(ev jetstream.BatchEvent) {
 			if ev.Err != nil {
@@ -219,7 +219,7 @@ func TestWriterBatchesWithStaleWriterAndLostAnswers(t *testing.T) {
 		},
 	})
 	var n atomic.Int64
-	jetstream.WrapWriterBatchRequest(w, func(next jetstream.BatchRequestFunc) jetstream.BatchRequestFunc {
+	jetstream.WrapLogBatchRequest(w, func(next jetstream.BatchRequestFunc) jetstream.BatchRequestFunc {
 		return func(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
 			reply, err := next(ctx, msg)
 			if n.Add(1)%5 == 0 && err == nil { // stored, answer lost
@@ -295,14 +295,14 @@ func TestWriterBatchesWithStaleWriterAndLostAnswers(t *testing.T) {
 	}
 }
 
-// A Writer in a mode that batches switches atomic publish on for its
+// A Log in a mode that batches switches atomic publish on for its
 // stream; in single mode it leaves the stream alone.
-func TestWriterEnablesAtomicPublish(t *testing.T) {
+func TestLogEnablesAtomicPublish(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	js, _ := njs.New(nc)
 	ctx := context.Background()
-	kvWriter(t, nc, "single", jetstream.WriterConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
-	kvWriter(t, nc, "adaptive", jetstream.WriterConfig{})
+	kvLog(t, nc, "single", jetstream.LogConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+	kvLog(t, nc, "adaptive", jetstream.LogConfig{})
 	for stream, want := range map[string]bool{"KV_single": false, "KV_adaptive": true} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
@@ -317,12 +317,12 @@ func TestWriterEnablesAtomicPublish(t *testing.T) {
 // Adaptive mode on a busy node: a group below MinBatch waits (up to
 // Linger) for company instead of going out one by one, and a group that
 // finds none is published one by one when Linger expires.
-func TestWriterLingerGathersSmallGroups(t *testing.T) {
+func TestLogLingerGathersSmallGroups(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	var sizes []int
 	var mu sync.Mutex
 	gc := jetstream.GroupCommit{Mode: jetstream.CommitAdaptive, Threshold: 1, MinBatch: 4, Linger: time.Second}
-	kv, w := kvWriter(t, nc, "linger", jetstream.WriterConfig{GroupCommit: gc, OnBatch: func(ev jetstream.BatchEvent) {
+	kv, w := kvLog(t, nc, "linger", jetstream.LogConfig{GroupCommit: gc, OnBatch: func(ev jetstream.BatchEvent) {
 		mu.Lock()
 		sizes = append(sizes, ev.Size)
 		mu.Unlock()
@@ -353,7 +353,7 @@ func TestWriterLingerGathersSmallGroups(t *testing.T) {
 	mu.Unlock()
 
 	// Alone: published on its own once Linger expires, no batch.
-	_, w2 := kvWriter(t, nc, "alone", jetstream.WriterConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitAdaptive, Threshold: 1, MinBatch: 4, Linger: 50 * time.Millisecond},
+	_, w2 := kvLog(t, nc, "alone", jetstream.LogConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitAdaptive, Threshold: 1, MinBatch: 4, Linger: 50 * time.Millisecond},
 		OnBatch: func(ev jetstream.BatchEvent) { t.Errorf("a lone write went out in a batch of %d", ev.Size) }})
 	if _, err := w2.Write(ctx, kvMsg("alone", "k", "v"), "lone", "$KV.alone.k", 0); err != nil {
 		t.Fatal(err)
@@ -368,9 +368,9 @@ func TestWriterLingerGathersSmallGroups(t *testing.T) {
 }
 
 // Scan reads every message of a filter, in order, without a consumer.
-func TestWriterScan(t *testing.T) {
+func TestLogScan(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	_, w := kvWriter(t, nc, "scan", jetstream.WriterConfig{})
+	_, w := kvLog(t, nc, "scan", jetstream.LogConfig{})
 	ctx := context.Background()
 	for i := 0; i < 1200; i++ { // more than one batched direct get
 		key := fmt.Sprintf("r1.k%04d", i)
@@ -408,9 +408,9 @@ func TestWriterScan(t *testing.T) {
 // replica (and from a read per filter when the server cannot answer in
 // one: more subjects than a multi-last get returns), and refuses a bad
 // filter by its index.
-func TestWriterLasts(t *testing.T) {
+func TestLogLasts(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	_, w := kvWriter(t, nc, "lasts", jetstream.WriterConfig{})
+	_, w := kvLog(t, nc, "lasts", jetstream.LogConfig{})
 	ctx := context.Background()
 	n := 0
 	put := func(key, value string) {
@@ -467,7 +467,7 @@ func TestWriterLasts(t *testing.T) {
 
 // A replicated stream is read filter by filter from its leader, with the
 // same answers.
-func TestWriterLastsReplicated(t *testing.T) {
+func TestLogLastsReplicated(t *testing.T) {
 	srvs := natstest.Cluster(t, 3)
 	nc := natstest.Connect(t, srvs[0])
 	ctx := context.Background()
@@ -475,7 +475,7 @@ func TestWriterLastsReplicated(t *testing.T) {
 	if _, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "lastsr", Storage: njs.FileStorage, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := jetstream.NewWriter(ctx, nc, jetstream.WriterConfig{Stream: "KV_lastsr", Replicas: 3})
+	w, err := jetstream.NewLog(ctx, nc, jetstream.LogConfig{Stream: "KV_lastsr", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,12 +490,12 @@ func TestWriterLastsReplicated(t *testing.T) {
 	}
 }
 
-// Concurrent multi-message reads on one Writer share one reply
+// Concurrent multi-message reads on one Log share one reply
 // subscription and never get each other's answers; a read that gave up
 // (its context ended) stalls nobody.
-func TestWriterRepliesShared(t *testing.T) {
+func TestLogRepliesShared(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	_, w := kvWriter(t, nc, "mux", jetstream.WriterConfig{})
+	_, w := kvLog(t, nc, "mux", jetstream.LogConfig{})
 	ctx := context.Background()
 	for i := 0; i < 40; i++ {
 		key := fmt.Sprintf("r%d.k%d", i%8, i)
@@ -557,9 +557,9 @@ func TestWriterRepliesShared(t *testing.T) {
 // a Scan runs loses the revision the scan had not reached; its new one is
 // past the scan's starting end, and Scan still returns it, so a listing
 // built on Scan never misses a key that existed throughout.
-func TestWriterScanSeesKeysRewrittenDuringTheScan(t *testing.T) {
+func TestLogScanSeesKeysRewrittenDuringTheScan(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
-	kv, w := kvWriter(t, nc, "rescan", jetstream.WriterConfig{})
+	kv, w := kvLog(t, nc, "rescan", jetstream.LogConfig{})
 	ctx := context.Background()
 	for i := 0; i < 600; i++ { // more than one batch of the scan
 		key := fmt.Sprintf("k%03d", i)
@@ -592,7 +592,7 @@ func TestWriterScanSeesKeysRewrittenDuringTheScan(t *testing.T) {
 // purge marker that expired, a deleted message): then it ends at what the
 // leader has, instead of failing once its retries run out, which lost a
 // sweep of the active set every time a finished run's marker expired.
-func TestWriterScanReplicatedEndGone(t *testing.T) {
+func TestLogScanReplicatedEndGone(t *testing.T) {
 	srvs := natstest.Cluster(t, 3)
 	nc := natstest.Connect(t, srvs[0])
 	ctx := context.Background()
@@ -601,7 +601,7 @@ func TestWriterScanReplicatedEndGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := jetstream.NewWriter(ctx, nc, jetstream.WriterConfig{Stream: "GONE", Replicas: 3, GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+	w, err := jetstream.NewLog(ctx, nc, jetstream.LogConfig{Stream: "GONE", Replicas: 3, GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +627,7 @@ func TestWriterScanReplicatedEndGone(t *testing.T) {
 // log has not moved on. (Before, it did, once in some thousands of writes:
 // TestConformanceR3 failed in CI with "session ... moved on (expected last
 // sequence 274)" for a session nobody else wrote.)
-func TestWriterFenceHeldIsNoConflictReplicated(t *testing.T) {
+func TestLogFenceHeldIsNoConflictReplicated(t *testing.T) {
 	srvs := natstest.Cluster(t, 3)
 	ctx := context.Background()
 	js, _ := njs.New(natstest.Connect(t, srvs[0]))
@@ -636,7 +636,7 @@ func TestWriterFenceHeldIsNoConflictReplicated(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i, srv := range srvs { // a writer on every server: one of them is on the leader
-		w, err := jetstream.NewWriter(ctx, natstest.Connect(t, srv), jetstream.WriterConfig{Stream: "KV_fenced", Replicas: 3, GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
+		w, err := jetstream.NewLog(ctx, natstest.Connect(t, srv), jetstream.LogConfig{Stream: "KV_fenced", Replicas: 3, GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -659,13 +659,13 @@ func TestWriterFenceHeldIsNoConflictReplicated(t *testing.T) {
 	wg.Wait()
 }
 
-// Close removes the Writer's reply subscription (each Writer had one for
-// good, and a process that made Writers kept them all), and a Writer or
+// Close removes the Log's reply subscription (each Log had one for
+// good, and a process that made Logs kept them all), and a Log or
 // Store used after Close says so.
-func TestWriterClose(t *testing.T) {
+func TestLogClose(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	ctx := context.Background()
-	_, w := kvWriter(t, nc, "closing", jetstream.WriterConfig{})
+	_, w := kvLog(t, nc, "closing", jetstream.LogConfig{})
 	if _, err := w.Write(ctx, kvMsg("closing", "a", "1"), "a1", "", 0); err != nil {
 		t.Fatal(err)
 	}

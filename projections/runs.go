@@ -30,32 +30,32 @@ type RunEntry struct {
 	Updated time.Time `json:"updated"`
 }
 
-// RunIndex is the run index: every run with its agent, owner, parent,
+// Runs is the run index: every run with its agent, owner, parent,
 // session, status, timestamps and owner node. It reads run creations,
 // leases, completions and ends only (never the step commits), which keeps a
 // rebuild cheap.
-type RunIndex struct {
+type Runs struct {
 	mu   sync.RWMutex
 	runs map[string]*RunEntry
 }
 
-// NewRunIndex returns an empty run index.
-func NewRunIndex() *RunIndex { return &RunIndex{runs: map[string]*RunEntry{}} }
+// NewRuns returns an empty run index.
+func NewRuns() *Runs { return &Runs{runs: map[string]*RunEntry{}} }
 
-var _ Projection = (*RunIndex)(nil)
+var _ Projection = (*Runs)(nil)
 
 // Name implements Projection.
-func (ix *RunIndex) Name() string { return "runindex" }
+func (ix *Runs) Name() string { return "runindex" }
 
 // Filters implements Projection.
-func (ix *RunIndex) Filters() []string {
+func (ix *Runs) Filters() []string {
 	return []string{
 		events.AllCreated, events.AllLeases,
 		events.AllCompletions, events.AllEnded,
 	}
 }
 
-func (ix *RunIndex) entry(e Event) *RunEntry {
+func (ix *Runs) entry(e Event) *RunEntry {
 	en := ix.runs[e.RunID]
 	if en == nil {
 		en = &RunEntry{RunID: e.RunID, SessionID: e.SessionID, Status: runtime.StatusRunning, Created: e.Time}
@@ -65,7 +65,7 @@ func (ix *RunIndex) entry(e Event) *RunEntry {
 }
 
 // Apply implements Projection.
-func (ix *RunIndex) Apply(e Event) error {
+func (ix *Runs) Apply(e Event) error {
 	if e.RunID == "" {
 		return nil
 	}
@@ -105,14 +105,14 @@ func (ix *RunIndex) Apply(e Event) error {
 }
 
 // Snapshot implements Projection.
-func (ix *RunIndex) Snapshot() ([]byte, error) {
+func (ix *Runs) Snapshot() ([]byte, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return json.Marshal(ix.runs)
 }
 
 // Restore implements Projection.
-func (ix *RunIndex) Restore(b []byte) error {
+func (ix *Runs) Restore(b []byte) error {
 	runs := map[string]*RunEntry{}
 	if err := json.Unmarshal(b, &runs); err != nil {
 		return err
@@ -124,7 +124,7 @@ func (ix *RunIndex) Restore(b []byte) error {
 }
 
 // Get returns one run.
-func (ix *RunIndex) Get(runID string) (RunEntry, bool) {
+func (ix *Runs) Get(runID string) (RunEntry, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	e, ok := ix.runs[runID]
@@ -135,7 +135,7 @@ func (ix *RunIndex) Get(runID string) (RunEntry, bool) {
 }
 
 // Len is the number of runs indexed.
-func (ix *RunIndex) Len() int {
+func (ix *Runs) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return len(ix.runs)
@@ -143,7 +143,7 @@ func (ix *RunIndex) Len() int {
 
 // List returns the runs of owner ("" for all), newest first; roots only
 // unless children is set.
-func (ix *RunIndex) List(owner string, children bool) []RunEntry {
+func (ix *Runs) List(owner string, children bool) []RunEntry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := []RunEntry{}
@@ -162,7 +162,7 @@ func (ix *RunIndex) List(owner string, children bool) []RunEntry {
 }
 
 // Counts returns the number of runs by status.
-func (ix *RunIndex) Counts() map[runtime.CallStatus]int {
+func (ix *Runs) Counts() map[runtime.CallStatus]int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := map[runtime.CallStatus]int{}
