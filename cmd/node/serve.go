@@ -249,8 +249,14 @@ func (x *api) owned(w http.ResponseWriter, r *http.Request, principal string) (r
 	id := r.PathValue("run")
 	e, ok := x.ix.Get(id)
 	if !ok {
-		if rec, err := x.a.node.Lookup(r.Context(), id); err == nil {
+		rec, err := x.a.node.Lookup(r.Context(), id)
+		switch {
+		case err == nil:
 			e, ok = runindex.Entry{RunID: rec.RunID, SessionID: rec.SessionID, Agent: rec.Agent, Owner: rec.Owner, ParentRunID: rec.ParentRunID, RootRunID: rec.RootRunID}, true
+		case !errors.Is(err, actors.ErrNotFound) && events.ValidID(id) == nil:
+			// Not "no such run": the log could not be read (NATS out).
+			x.nodeError(w, err)
+			return runindex.Entry{}, false
 		}
 	}
 	if !ok || e.Owner != principal {
@@ -359,16 +365,42 @@ func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
 	if x.nodeError(w, err) {
 		return
 	}
-	steps, in, out, _ := x.a.node.Usage(r.Context(), e.RootRunID)
-	children, _ := x.a.node.Children(r.Context(), e.RunID)
-	kids := make([]map[string]any, 0, len(children))
-	for _, c := range children {
-		cst, _, _, _ := x.a.node.Status(r.Context(), c.SessionID, c.RunID)
-		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": c.Agent, "call_id": c.ParentCallID, "status": cst})
+	kids, usage, err := runDetails(r.Context(), x.a.node, e)
+	if x.nodeError(w, err) {
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
-		"status": st, "reply": reply, "error": errText, "children": kids,
-		"usage": map[string]int64{"steps": int64(steps), "input_tokens": in, "output_tokens": out}})
+		"status": st, "reply": reply, "error": errText, "children": kids, "usage": usage})
+}
+
+// runReader is what a run's view reads of the node (an *actors.Node).
+type runReader interface {
+	Status(ctx context.Context, sessionID, runID string) (runtime.CallStatus, *runtime.Reply, string, error)
+	Usage(ctx context.Context, rootRunID string) (steps int, inputTokens, outputTokens int64, err error)
+	Children(ctx context.Context, runID string) ([]events.Run, error)
+}
+
+// runDetails reads a run's children with their statuses and its root's
+// usage. A read that fails fails the view: a view that showed no children
+// or zero usage because NATS was out would state something false.
+func runDetails(ctx context.Context, runs runReader, e runindex.Entry) (kids []map[string]any, usage map[string]int64, err error) {
+	steps, in, out, err := runs.Usage(ctx, e.RootRunID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("usage of %s: %w", e.RootRunID, err)
+	}
+	children, err := runs.Children(ctx, e.RunID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("children of %s: %w", e.RunID, err)
+	}
+	kids = make([]map[string]any, 0, len(children))
+	for _, c := range children {
+		cst, _, _, err := runs.Status(ctx, c.SessionID, c.RunID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("status of child %s: %w", c.RunID, err)
+		}
+		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": c.Agent, "call_id": c.ParentCallID, "status": cst})
+	}
+	return kids, map[string]int64{"steps": int64(steps), "input_tokens": in, "output_tokens": out}, nil
 }
 
 func (x *api) continueRun(w http.ResponseWriter, r *http.Request, principal string) {

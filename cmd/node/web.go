@@ -98,7 +98,9 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 		}
 		seen[cur.SessionID] = true
 		for _, e := range cur.Events {
-			_ = t.Apply(e)
+			if err := t.Apply(e); err != nil {
+				return projections.TreeNode{}, fmt.Errorf("call tree of %s: %w", cur.RunID, err)
+			}
 		}
 		// A child's creation is in its own session: the node's records
 		// name the children, their sessions then feed the tree.
@@ -108,8 +110,11 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 		}
 		for _, c := range kids {
 			ch, err := replay.LoadIn(ctx, x.a.js, "CAIRN", c.SessionID, c.RunID)
+			if errors.Is(err, replay.ErrNotFound) {
+				continue // recorded as a child, its creation not written yet
+			}
 			if err != nil {
-				continue // created and not written yet
+				return projections.TreeNode{}, err
 			}
 			queue = append(queue, ch)
 		}
