@@ -32,8 +32,8 @@ var hostileCases = []struct {
 	{name: "deep recursion", code: `const f = n => f(n + 1) + 1; return f(0)`, kind: "limit", says: "call stack"},
 	{name: "recursion through toString", code: `const o = {toString() { return "" + o }}; return "" + o`, kind: "limit", says: "call stack"},
 	{name: "recursion through a getter", code: `const o = {get x() { return this.x }}; return o.x`, kind: "limit", says: "call stack"},
-	{name: "string doubling", lim: Limits{MemoryBytes: 64 << 20}, code: `let s = "ab"; while (true) s = s + s`, kind: "limit", says: "memory limit exceeded"},
-	{name: "giant arrays", lim: Limits{MemoryBytes: 64 << 20}, code: `const keep = []; while (true) keep.push(Array.from({length: 1e5}, (_, i) => i))`, kind: "limit", says: "memory limit exceeded"},
+	{name: "string doubling", lim: memoryBomb, code: `let s = "ab"; while (true) s = s + s`, kind: "limit", says: "memory limit exceeded"},
+	{name: "giant arrays", lim: memoryBomb, code: `const keep = []; while (true) keep.push(Array.from({length: 1e5}, (_, i) => i))`, kind: "limit", says: "memory limit exceeded"},
 	{name: "huge return string", code: `return "x".repeat(20 << 20)`, kind: "limit", says: "returned value"},
 	{name: "huge return array", code: `return new Array(1e6).fill("abc")`, kind: "limit", says: "returned value"},
 	{name: "return value whose toJSON loops", lim: Limits{Timeout: 300 * time.Millisecond}, code: `return {toJSON() { for (;;) {} }}`, kind: "timeout"},
@@ -46,9 +46,15 @@ var hostileCases = []struct {
 	{name: "promise storm", lim: Limits{Timeout: 300 * time.Millisecond}, code: `const spin = () => Promise.resolve().then(spin); spin(); await new Promise(() => {})`, kind: "timeout"},
 	{name: "catastrophic regular expression", lim: Limits{Timeout: 300 * time.Millisecond}, code: `return /^(a+)+(?=c)/.test("a".repeat(60) + "b")`, kind: "timeout", says: "did not stop", workerOnly: true},
 	{name: "deeply nested return value", lim: Limits{Timeout: 300 * time.Millisecond}, code: `let a = []; for (let i = 0; i < 2e5; i++) a = [a]; return a`, kind: "timeout", workerOnly: true},
-	{name: `"x".repeat(2**31-1)`, code: `globalThis.kept = 1; return "x".repeat(2**31 - 1).length`, kind: "limit", says: "memory limit exceeded", workerOnly: true},
-	{name: "new Array(2**32-1).fill(0)", code: `return new Array(2**32 - 1).fill(0).length`, kind: "limit", says: "memory limit exceeded", workerOnly: true},
+	{name: `"x".repeat(2**31-1)`, lim: memoryBomb, code: `globalThis.kept = 1; return "x".repeat(2**31 - 1).length`, kind: "limit", says: "memory limit exceeded", workerOnly: true},
+	{name: "new Array(2**32-1).fill(0)", lim: memoryBomb, code: `return new Array(2**32 - 1).fill(0).length`, kind: "limit", says: "memory limit exceeded", workerOnly: true},
 }
+
+// memoryBomb are the limits of a case that must end on the memory limit:
+// a small one, and a timeout no machine reaches first, however loaded (the
+// default 30 s timeout ended new Array(2**32-1).fill(0) before the default
+// memory limit on a machine busy with other builds).
+var memoryBomb = Limits{MemoryBytes: 64 << 20, Timeout: 10 * time.Minute}
 
 func TestHostileScripts(t *testing.T) {
 	for _, mode := range modes {

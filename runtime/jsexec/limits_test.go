@@ -38,9 +38,9 @@ var limitCases = []struct {
 	{name: "result size", lim: Limits{MaxResultBytes: 1000}, code: `return "x".repeat(2000)`, kind: "limit", says: "the limit is 1000 bytes"},
 	{name: "result size: many small values", lim: Limits{MaxResultBytes: 1000}, code: `return Array.from({length: 1000}, (_, i) => ({i}))`, kind: "limit", says: "the limit is 1000 bytes"},
 	{name: "console output", lim: Limits{MaxConsoleBytes: 1000}, code: `for (;;) console.log("x".repeat(100))`, kind: "limit", says: "more than 1000 bytes to the console"},
-	{name: "memory: growing array", lim: Limits{MemoryBytes: 64 << 20}, code: `const a = []; for (;;) a.push(new Array(1e5).fill(1))`, kind: "limit", says: "memory limit exceeded"},
-	{name: "memory: string doubling", lim: Limits{MemoryBytes: 64 << 20}, code: `let s = "x"; for (;;) s += s`, kind: "limit", says: "memory limit exceeded"},
-	{name: "memory: objects in a map", lim: Limits{MemoryBytes: 64 << 20}, code: `const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: "v" + i})`, kind: "limit", says: "memory limit exceeded"},
+	{name: "memory: growing array", lim: memoryBomb, code: `const a = []; for (;;) a.push(new Array(1e5).fill(1))`, kind: "limit", says: "memory limit exceeded"},
+	{name: "memory: string doubling", lim: memoryBomb, code: `let s = "x"; for (;;) s += s`, kind: "limit", says: "memory limit exceeded"},
+	{name: "memory: objects in a map", lim: memoryBomb, code: `const m = new Map(); for (let i = 0; ; i++) m.set(i, {i, s: "v" + i})`, kind: "limit", says: "memory limit exceeded"},
 }
 
 func TestLimits(t *testing.T) {
