@@ -130,6 +130,31 @@ func (rep *Report) WakeLatencies() []time.Duration {
 	return out
 }
 
+// Window is a stretch of time in which a fault, or the recovery from it,
+// was under way.
+type Window struct{ From, To time.Time }
+
+// Quiet returns the latencies of the wakes whose whole span, from the
+// child's completion to the parent's next commit, meets no window: the
+// wakes the bound on wake latency outside outages speaks of.
+func Quiet(wakes []Wake, windows []Window) []time.Duration {
+	var out []time.Duration
+	for _, w := range wakes {
+		end := w.At.Add(w.Latency)
+		quiet := true
+		for _, win := range windows {
+			if !end.Before(win.From) && !w.At.After(win.To) {
+				quiet = false
+				break
+			}
+		}
+		if quiet {
+			out = append(out, w.Latency)
+		}
+	}
+	return out
+}
+
 // Violation is one thing a correct log never shows.
 type Violation struct {
 	Kind Rule

@@ -350,3 +350,23 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("Percentile(nil) = %v, want 0", got)
 	}
 }
+
+func TestQuietWakes(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	wakes := []chaos.Wake{
+		{Parent: "before", At: at(0), Latency: 2 * time.Second},         // ends before the window
+		{Parent: "overlaps start", At: at(3), Latency: 3 * time.Second}, // 3..6 meets 5..10
+		{Parent: "inside", At: at(6), Latency: time.Second},
+		{Parent: "overlaps end", At: at(9), Latency: 3 * time.Second},
+		{Parent: "after", At: at(11), Latency: 500 * time.Millisecond},
+		{Parent: "spans it", At: at(4), Latency: 8 * time.Second},
+	}
+	got := chaos.Quiet(wakes, []chaos.Window{{From: at(5), To: at(10)}})
+	want := []time.Duration{2 * time.Second, 500 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Quiet = %v, want %v (the wakes before and after the window)", got, want)
+	}
+	if got := chaos.Quiet(wakes, nil); len(got) != len(wakes) {
+		t.Fatalf("with no window every wake is quiet: %v", got)
+	}
+}

@@ -99,6 +99,8 @@ type figures struct {
 	stuck, failed  int
 	lastFaultToEnd time.Duration
 	wakes          []time.Duration
+	// quiet are the wakes outside every fault and its recovery.
+	quiet []time.Duration
 }
 
 func runTopology(t *testing.T, topo chaos.Topology) {
@@ -113,7 +115,7 @@ func runTopology(t *testing.T, topo chaos.Topology) {
 	if len(all) < 2 {
 		return
 	}
-	var ends, wakes []time.Duration
+	var ends, wakes, quiet []time.Duration
 	roots, stuck, failed := 0, 0, 0
 	for _, f := range all {
 		roots += f.roots
@@ -121,10 +123,12 @@ func runTopology(t *testing.T, topo chaos.Topology) {
 		failed += f.failed
 		ends = append(ends, f.lastFaultToEnd)
 		wakes = append(wakes, f.wakes...)
+		quiet = append(quiet, f.quiet...)
 	}
-	t.Logf("%s, %d seeds x %d faults: %d roots, stuck %d, failed %d; last fault to last end median %v max %v; wake p50 %v p99 %v (%d wakes)",
+	t.Logf("%s, %d seeds x %d faults: %d roots, stuck %d, failed %d; last fault to last end median %v max %v; wake p50 %v p99 %v (%d wakes); outside faults p50 %v p99 %v (%d wakes)",
 		topo.Name, len(all), cfg.faults, roots, stuck, failed, chaos.Percentile(ends, 50).Round(time.Millisecond), chaos.Percentile(ends, 100).Round(time.Millisecond),
-		chaos.Percentile(wakes, 50).Round(time.Millisecond), chaos.Percentile(wakes, 99).Round(time.Millisecond), len(wakes))
+		chaos.Percentile(wakes, 50).Round(time.Millisecond), chaos.Percentile(wakes, 99).Round(time.Millisecond), len(wakes),
+		chaos.Percentile(quiet, 50).Round(time.Millisecond), chaos.Percentile(quiet, 99).Round(time.Millisecond), len(quiet))
 }
 
 func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures {
@@ -215,7 +219,8 @@ func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures 
 	}
 
 	wakes := rep.WakeLatencies()
-	fig := figures{seed: seed, roots: rep.Roots, runs: len(rep.Runs), stuck: len(rep.Unended), failed: len(rep.Failed), wakes: wakes}
+	fig := figures{seed: seed, roots: rep.Roots, runs: len(rep.Runs), stuck: len(rep.Unended), failed: len(rep.Failed), wakes: wakes,
+		quiet: chaos.Quiet(rep.Wakes, e.windows())}
 	if !rep.LastEnd.IsZero() {
 		fig.lastFaultToEnd = max(rep.LastEnd.Sub(lastFault), 0)
 	}
@@ -239,9 +244,10 @@ func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures 
 	if fig.stuck > 0 {
 		endNote = " (of the runs that ended)"
 	}
-	t.Logf("seed %d: stuck %d, failed %d; last fault to last end %v%s; wake p50 %v p99 %v max %v (%d wakes, %d over 2s)",
+	t.Logf("seed %d: stuck %d, failed %d; last fault to last end %v%s; wake p50 %v p99 %v max %v (%d wakes, %d over 2s); outside faults and their recovery p50 %v p99 %v max %v (%d wakes)",
 		seed, fig.stuck, fig.failed, fig.lastFaultToEnd.Round(time.Millisecond), endNote,
-		chaos.Percentile(wakes, 50).Round(time.Millisecond), chaos.Percentile(wakes, 99).Round(time.Millisecond), chaos.Percentile(wakes, 100).Round(time.Millisecond), len(wakes), len(slow))
+		chaos.Percentile(wakes, 50).Round(time.Millisecond), chaos.Percentile(wakes, 99).Round(time.Millisecond), chaos.Percentile(wakes, 100).Round(time.Millisecond), len(wakes), len(slow),
+		chaos.Percentile(fig.quiet, 50).Round(time.Millisecond), chaos.Percentile(fig.quiet, 99).Round(time.Millisecond), chaos.Percentile(fig.quiet, 100).Round(time.Millisecond), len(fig.quiet))
 	sort.Slice(slow, func(i, j int) bool { return slow[i].Latency > slow[j].Latency })
 	for _, w := range slow[:min(len(slow), 5)] {
 		t.Logf("seed %d: slow wake: %s woke %v after its last child %s completed at %s", seed, w.Parent, w.Latency.Round(time.Millisecond), w.Child, w.At.Format("15:04:05.000"))

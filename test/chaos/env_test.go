@@ -40,6 +40,45 @@ type env struct {
 	restarts []string
 	faults   map[chaos.Kind]int
 	lastHeal time.Time
+	// spans are the faults' times, from their start to their end.
+	spans []span
+}
+
+// span is one fault's time and target.
+type span struct {
+	chaos.Window
+	p *proc
+}
+
+// recoveryTail is added to the end of each fault's recovery when wakes
+// outside outages are told apart: a node's membership and its NATS
+// connection catch up within a member TTL of the fault's end.
+const recoveryTail = memberTTL
+
+// windows are the faults' times with their recoveries: a fault that
+// restarted a process lasts until that process was first seen ready, and
+// every fault a recoveryTail more.
+func (e *env) windows() []chaos.Window {
+	e.mu.Lock()
+	spans := append([]span(nil), e.spans...)
+	e.mu.Unlock()
+	out := make([]chaos.Window, 0, len(spans))
+	for _, s := range spans {
+		w := s.Window
+		s.p.mu.Lock()
+		for _, l := range s.p.launches {
+			if !l.at.Before(w.From) && l.ready > 0 {
+				if ready := l.at.Add(l.ready); ready.After(w.To) {
+					w.To = ready
+				}
+				break
+			}
+		}
+		s.p.mu.Unlock()
+		w.To = w.To.Add(recoveryTail)
+		out = append(out, w)
+	}
+	return out
 }
 
 func (e *env) procs() []*proc {
@@ -275,6 +314,7 @@ func sleep(ctx context.Context, d time.Duration) {
 func (e *env) inject(ctx context.Context, f chaos.Fault) time.Time {
 	e.ops.Lock()
 	defer e.ops.Unlock()
+	started := time.Now()
 	p := e.target(f)
 	e.mu.Lock()
 	e.faults[f.Kind]++
@@ -340,6 +380,7 @@ func (e *env) inject(ctx context.Context, f chaos.Fault) time.Time {
 	healed := time.Now()
 	e.mu.Lock()
 	e.lastHeal = healed
+	e.spans = append(e.spans, span{Window: chaos.Window{From: started, To: healed}, p: p})
 	e.mu.Unlock()
 	return healed
 }
