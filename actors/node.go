@@ -828,6 +828,31 @@ const finishConcurrency = 64
 // reported in progress: well within the consumer's AckWait (10 s).
 const inProgressEvery = 3 * time.Second
 
+// keepInProgress reports msg in progress every inProgressEvery of c until
+// the returned stop is called (and has returned): a delivery to a parent
+// that takes longer than the consumer's AckWait (a parent on a member
+// that is starting, a slow activation) is not redelivered meanwhile.
+func keepInProgress(c clock.Clock, msg interface{ InProgress() error }) (stop func()) {
+	t := c.NewTicker(inProgressEvery)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C():
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(quit)
+		<-done
+	}
+}
+
 func (n *Node) finished(msg jetstream.Msg) {
 	subj, err := events.ParseSubject(msg.Subject()) // a completed commit or an end record
 	if err != nil || subj.RunID == "" {
@@ -857,23 +882,11 @@ func (n *Node) finished(msg jetstream.Msg) {
 		// message is in hand, or it is redelivered meanwhile and every copy
 		// takes a handling slot (64 parents unreachable stall the node's
 		// completions).
-		stop := make(chan struct{})
-		go func() {
-			t := time.NewTicker(inProgressEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					_ = msg.InProgress()
-				}
-			}
-		}()
+		stop := keepInProgress(n.cfg.Clock, msg)
 		delivered := n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
 			SessionId: rec.ParentSessionID, RunId: rec.ParentRunID, ChildSessionId: sessionID, ChildRunId: runID, CallId: rec.ParentCallID,
 		})
-		close(stop)
+		stop()
 		if !delivered {
 			_ = msg.NakWithDelay(time.Second)
 			return
