@@ -311,6 +311,17 @@ func (n *Node) settleUnrecorded(ctx context.Context, sessionID, runID string) (g
 		if age < admitGrace {
 			return false, age, nil
 		}
+		// The entry's time is the server's; this node's clock may run
+		// ahead of it (a clock that is behind only makes it wait longer).
+		// Before dropping an entry, its age is taken again on the
+		// server's clock.
+		now, err := n.serverClock(ctx)
+		if err != nil {
+			return false, age, fmt.Errorf("actors: run %s has no record; read the server's clock: %w", runID, err)
+		}
+		if age = now.Sub(m.Time); age < admitGrace {
+			return false, age, nil
+		}
 		// The record may have landed since the caller read none.
 		if rec, err := n.runlog.readRun(ctx, sessionID, runID); err != nil || rec != nil {
 			return false, age, err

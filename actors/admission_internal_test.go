@@ -48,6 +48,12 @@ func startInternal(t *testing.T, nc *nats.Conn, clock *offsetClock) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if clock != nil { // time passes for the server too
+		n.serverClock = func(ctx context.Context) (time.Time, error) {
+			now, err := n.serverNow(ctx)
+			return now.Add(time.Duration(clock.ahead.Load())), err
+		}
+	}
 	t.Cleanup(func() { closeNode(t, n) })
 	return n
 }
@@ -201,5 +207,38 @@ func closeNode(t testing.TB, n *Node) {
 	t.Helper()
 	if err := n.Close(context.Background()); err != nil {
 		t.Errorf("close the node: %v", err)
+	}
+}
+
+// A node whose clock runs ahead of the server's by more than admitGrace
+// does not drop a young unrecorded entry: before it drops one, it takes
+// the entry's age on the server's clock. (Before, the entry's server time
+// was compared with the node's clock alone, and a run whose record was on
+// its way could lose its place in the active set.)
+func TestNodeClockAheadKeepsAYoungEntry(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	clock := &offsetClock{}
+	n := startInternal(t, nc, clock)
+	n.serverClock = n.serverNow // the server's clock does not move
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, activeBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, run := newID("s"), newID("r")
+	if err := n.markActive(ctx, sess, run); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(admitGrace + time.Minute)
+	n.attempts.Add(1)
+	if _, _, err := n.attempt(ctx, n.current(), sess, run, lifecycle.ReasonStarted, nil); !errors.Is(err, errNotCreated) {
+		t.Fatalf("attempt of a young entry on a node whose clock is ahead: %v; want errNotCreated", err)
+	}
+	if gone, _, err := n.settleUnrecorded(ctx, sess, run); err != nil || gone {
+		t.Fatalf("settle on a node whose clock is ahead: gone %v, %v; want the entry kept", gone, err)
+	}
+	if _, err := kv.Get(ctx, run); err != nil {
+		t.Fatalf("the young entry left the active set: %v", err)
 	}
 }

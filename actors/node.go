@@ -157,6 +157,8 @@ type Node struct {
 	childrenW *kvBucket
 	// closers close what Start opened, in reverse order (closeAll).
 	closers []func(context.Context) error
+	// serverClock reads JetStream's clock (serverNow; tests move it).
+	serverClock func(context.Context) (time.Time, error)
 	// purging is set while a sweep's replacement of old delete markers
 	// runs (one at a time, off the member's loop).
 	purging atomic.Bool
@@ -225,6 +227,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
 		watchers: map[string][]chan struct{}{}, drain: make(chan struct{}), memberSet: make(chan struct{})}
+	n.serverClock = n.serverNow
 	n.deadlines = newDeadlines(cfg.Clock, func(sessionID, runID string) {
 		n.mu.Lock()
 		closed := n.closed

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -89,6 +90,29 @@ func (n *Node) Ready(ctx context.Context) (bool, string) {
 		return false, "this member is not in the cluster's topology yet"
 	}
 	return n.probe(ctx, m.id)
+}
+
+// serverNow is the time on JetStream's clock: the time stored with a key
+// this member writes to the probe bucket (expiring), read back from the
+// stream leader. Times stored with messages are the server's; comparing
+// one with this node's clock would take in their skew.
+func (n *Node) serverNow(ctx context.Context) (time.Time, error) {
+	r := &n.ready
+	if r.w == nil {
+		return time.Time{}, errors.New("actors: the probe bucket is not open")
+	}
+	key := "clock." + keyOf(n.current().id)
+	if _, err := r.w.put(ctx, key, nil); err != nil {
+		return time.Time{}, err
+	}
+	m, err := r.w.w.Last(ctx, r.w.subject(key))
+	if err != nil {
+		return time.Time{}, err
+	}
+	if m == nil {
+		return time.Time{}, fmt.Errorf("actors: the clock probe %s is not in the probe bucket after its write", key)
+	}
+	return m.Time, nil
 }
 
 // probe writes a key of its own to the probe bucket, or returns the answer
