@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -83,24 +84,38 @@ func TestCanonicalEscapes(t *testing.T) {
 	}
 }
 
-func TestLRUBounded(t *testing.T) {
-	c := newLRU[int](3)
-	for i := range 10 {
-		c.put([32]byte{byte(i)}, i)
+// The cache keeps at most cacheItems schemas per level, dropping the least
+// recently used: a schema pushed out compiles again, to a new *Schema.
+func TestCacheBoundedByItems(t *testing.T) {
+	first := []byte(`{"type":"object","properties":{"evicted":{"type":"string"}}}`)
+	s := mustCompile(t, string(first))
+	var last *Schema
+	for i := range cacheItems {
+		last = mustCompile(t, fmt.Sprintf(`{"type":"integer","minimum":%d,"$comment":"cache bound"}`, i))
 	}
-	if c.len() != 3 {
-		t.Fatalf("len %d", c.len())
+	if n, m := schemaCache.bytes.Len(), schemaCache.canonical.Len(); n > cacheItems || m > cacheItems {
+		t.Fatalf("cache levels hold %d and %d entries, bound %d", n, m, cacheItems)
 	}
-	if _, ok := c.get([32]byte{6}); ok {
-		t.Errorf("oldest entry kept")
+	if again := mustCompile(t, string(first)); again == s {
+		t.Errorf("the least recently used schema was kept past %d entries", cacheItems)
 	}
-	c.get([32]byte{7}) // 7 becomes the most recent
-	c.put([32]byte{10}, 10)
-	if _, ok := c.get([32]byte{7}); !ok {
-		t.Errorf("recently used entry evicted")
+	if again := mustCompile(t, `{"type":"integer","minimum":1023,"$comment":"cache bound"}`); again != last {
+		t.Errorf("the most recent schema was evicted")
 	}
-	if _, ok := c.get([32]byte{8}); ok {
-		t.Errorf("least recently used entry kept")
+}
+
+// A schema above a quarter of the byte bound is compiled each time rather
+// than pushing everything else out of the cache.
+func TestCacheBoundedByBytes(t *testing.T) {
+	small := mustCompile(t, `{"type":"object","properties":{"kept":{"type":"string"}}}`)
+	huge := `{"type":"string","description":"` + strings.Repeat("x", cacheBytes/4) + `"}`
+	a := mustCompile(t, huge)
+	b := mustCompile(t, huge)
+	if a == b || a.c == b.c {
+		t.Errorf("a schema of %d bytes was cached, bound %d", len(huge), cacheBytes)
+	}
+	if again := mustCompile(t, `{"type":"object","properties":{"kept":{"type":"string"}}}`); again != small {
+		t.Errorf("a huge schema evicted a small one")
 	}
 }
 
@@ -122,7 +137,7 @@ func TestCompileConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := schemaCache.bytes.len(); n > cacheSize {
-		t.Errorf("cache holds %d", n)
+	if n, m := schemaCache.bytes.Len(), schemaCache.canonical.Len(); n > cacheItems || m > cacheItems {
+		t.Errorf("cache levels hold %d and %d entries, bound %d", n, m, cacheItems)
 	}
 }

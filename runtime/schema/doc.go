@@ -95,10 +95,11 @@
 // for the value (its "type" differs, or a const or enum on a direct
 // property, a discriminator such as "kind", failed) while others were.
 //
-// Compiled schemas are cached (1024 entries per level): by the SHA-256 of the
-// bytes given, so compiling the same schema twice costs a hash and a map
-// lookup, and by the SHA-256 of the canonical form, so schemas that differ
-// only in layout compile once.
+// Compiled schemas are cached (1024 entries and 16 MiB of JSON per level;
+// a schema above 4 MiB is not kept): by the SHA-256 of the bytes given, so
+// compiling the same schema twice costs a hash and a map lookup, and by the
+// SHA-256 of the canonical form, so schemas that differ only in layout
+// compile once.
 //
 // # Bounded work
 //

@@ -43,7 +43,7 @@ func Compile(raw []byte) (_ *Schema, err error) {
 		}
 	}()
 	rawKey := sha256.Sum256(raw)
-	if s, ok := schemaCache.bytes.get(rawKey); ok {
+	if s, ok := schemaCache.bytes.Get(rawKey); ok {
 		return s, nil
 	}
 	doc, jerr := decodeJSON(raw, maxSchemaDepth, false)
@@ -52,17 +52,17 @@ func Compile(raw []byte) (_ *Schema, err error) {
 	}
 	canonical := appendCanonical(nil, doc)
 	key := sha256.Sum256(canonical)
-	c, ok := schemaCache.canonical.get(key)
+	c, ok := schemaCache.canonical.Get(key)
 	if !ok {
 		var gerr *GateError
 		c, gerr = build(doc, canonical, key)
 		if gerr != nil {
 			return nil, gerr
 		}
-		schemaCache.canonical.put(key, c)
+		schemaCache.canonical.Add(key, c, len(canonical))
 	}
 	s := &Schema{raw: bytes.Clone(raw), c: c}
-	schemaCache.bytes.put(rawKey, s)
+	schemaCache.bytes.Add(rawKey, s, len(raw))
 	return s, nil
 }
 
