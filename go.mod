@@ -80,3 +80,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240722135656-d784300faade // indirect
 	google.golang.org/grpc v1.64.1 // indirect
 )
+
+tool google.golang.org/protobuf/cmd/protoc-gen-go

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Generates messages.pb.go with protoc (Debian's protobuf-compiler, 3.21.12)
-# and the protoc-gen-go of the protobuf module go.mod pins, built from the
-# module cache: the generated code matches the runtime it runs against.
+# and protoc-gen-go at the version go.mod pins (its `tool` directive, built
+# from the module cache): the generated code matches the runtime it runs
+# against, on every machine. .ci/run regenerates and fails on any diff.
 set -eu
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
