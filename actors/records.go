@@ -101,36 +101,24 @@ func (l *runLog) publish(ctx context.Context, subject string, ev events.Envelope
 	return nil
 }
 
-// errExists reports a run record that is already there.
-var errExists = errors.New("actors: run exists")
+// errExists reports a run record that is already there: the store's
+// ErrRunExists, which createRun passes on, and admission's createOnce's
+// answer too.
+var errExists = cjs.ErrRunExists
 
-// createRun publishes a run's RunCreated event fenced against the whole
-// session: for a new session the expected sequence is 0, so a second
-// creation of the same child fails; for a continuation it is the session's
-// last sequence, so two continuations of one session are serialized (C26).
-// It returns errExists with the stored record when the run was created
-// before.
+// createRun writes a run's RunCreated event through the store's CreateRun,
+// fenced against the whole session: for a new session the expected
+// sequence is 0, so a second creation of the same child fails; for a
+// continuation it is the session's last sequence, so two continuations of
+// one session are serialized (C26). It returns errExists with the stored
+// record when the run was created before, runtime.ErrConflict when the
+// session moved on without it.
 func (l *runLog) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*events.Run, error) {
-	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, l.now(), r)
+	got, err := l.store.CreateRun(ctx, r, expectSeq, l.now())
 	if err != nil {
-		return nil, err
+		return got, fmt.Errorf("actors: %w", err)
 	}
-	id := "created." + r.SessionID + "." + r.RunID
-	err = l.publish(ctx, events.RunCreatedSubject(r.SessionID, r.RunID), ev, id, expectSeq)
-	if !errors.Is(err, runtime.ErrConflict) {
-		if err != nil {
-			return nil, err
-		}
-		return &r, nil
-	}
-	existing, rerr := l.readRun(ctx, r.SessionID, r.RunID)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if existing != nil {
-		return existing, errExists
-	}
-	return nil, err
+	return got, nil
 }
 
 // readRun returns a run's record, nil when there is none.
@@ -141,15 +129,14 @@ func (l *runLog) readRun(ctx context.Context, sessionID, runID string) (*events.
 			return &r, nil
 		}
 	}
-	var r events.Run
-	found, err := l.lastPayload(ctx, events.RunCreatedSubject(sessionID, runID), &r)
-	if err != nil || !found {
-		return nil, err
+	r, err := l.store.ReadRun(ctx, sessionID, runID)
+	if err != nil {
+		return nil, fmt.Errorf("actors: %w", err)
 	}
-	if l.records != nil {
-		l.records.Add(key, r, len(r.Message)+len(key)+256)
+	if r != nil && l.records != nil {
+		l.records.Add(key, *r, len(r.Message)+len(key)+256)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // status is what the log says of a run: completed (with its reply), ended

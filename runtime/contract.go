@@ -98,6 +98,14 @@ func (in *Input) validate() (*contract, error) {
 	if err := validateBudget(in.Budget); err != nil {
 		return nil, err
 	}
+	return in.compile()
+}
+
+// compile checks and compiles what the contract is made of: the
+// definition, its subagents and the capability catalog (C3, C40, C38,
+// C39), and hashes it (C9). It reads no other field of in, so ContractHash
+// gets the loop's hash, and the loop's refusals, without a run.
+func (in *Input) compile() (*contract, error) {
 	c := &contract{spawn: map[string]*AgentDefinition{}, childInput: map[string]*schema.Schema{}, args: map[string]*schema.Schema{}}
 	def := &in.Definition
 	if !slugRE.MatchString(def.Slug) {

@@ -233,12 +233,12 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 		if err != nil {
 			return err
 		}
-		if opts.ContractHash, err = replay.ContractHash(ctx, s); err != nil {
+		if opts.ContractHash, err = replay.ContractHash(s); err != nil {
 			return err
 		}
 		opts.Agent = o.forkAgent
 	}
-	rec, err := replay.Fork(ctx, js, store, h, opts)
+	rec, err := replay.Fork(ctx, store, h, opts)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func TestContinuationRedriveAndFork(t *testing.T) {
 	if !rep.Exact() {
 		t.Fatalf("continuation re-drove %d/%d; divergence %+v", rep.Reproduced, rep.Logged, rep.Divergence)
 	}
-	rec, err := replay.Fork(ctx, env.js, env.s, hist, replay.ForkOptions{SessionID: "fork-cont", RunID: "fc", At: 1})
+	rec, err := replay.Fork(ctx, env.s, hist, replay.ForkOptions{SessionID: "fork-cont", RunID: "fc", At: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
-	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/session"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
@@ -42,7 +38,7 @@ var ErrForkInput = errors.New("replay: bad fork")
 // store under the new run's own lease. The new run record names its origin
 // (ForkedFrom, ForkedAt). The original session is only read. A node then
 // resumes the fork like any run, with whatever model it is configured with.
-func Fork(ctx context.Context, js jetstream.JetStream, store *cjs.Store, h *History, o ForkOptions) (events.Run, error) {
+func Fork(ctx context.Context, store *cjs.Store, h *History, o ForkOptions) (events.Run, error) {
 	if err := events.ValidID(o.SessionID); err != nil {
 		return events.Run{}, fmt.Errorf("%w: session: %v", ErrForkInput, err)
 	}
@@ -67,24 +63,16 @@ func Fork(ctx context.Context, js jetstream.JetStream, store *cjs.Store, h *Hist
 	if rec.Message == "" && len(h.Commits) > 0 && len(h.Commits[0].Checkpoint.Append) > 0 {
 		rec.Message = h.Commits[0].Checkpoint.Append[0].Text()
 	}
-	ev, err := events.New(events.RunCreated, o.SessionID, o.RunID, 0, 0, h.Commits[0].Time, rec)
-	if err != nil {
-		return events.Run{}, err
-	}
-	body, hdrs, err := events.Encode(ev, "created."+o.SessionID+"."+o.RunID)
-	if err != nil {
-		return events.Run{}, err
-	}
-	msg := nats.NewMsg(events.RunCreatedSubject(o.SessionID, o.RunID))
-	msg.Data = body
-	for k, v := range hdrs {
-		msg.Header.Set(k, v)
-	}
 	// Expected last sequence 0 on the whole session: the session is new.
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(0, events.SessionAll(o.SessionID))); err != nil {
-		if cjs.IsConflict(err) {
-			return events.Run{}, fmt.Errorf("%w: session: %s already has events", ErrForkInput, o.SessionID)
-		}
+	// Through the store's CreateRun, as a node creates runs: a lost
+	// acknowledgement is settled from the log, not reported as a failure
+	// of a fork that was written.
+	switch _, err := store.CreateRun(ctx, rec, 0, h.Commits[0].Time); {
+	case errors.Is(err, cjs.ErrRunExists):
+		return events.Run{}, fmt.Errorf("%w: run: %s already exists in session %s", ErrForkInput, o.RunID, o.SessionID)
+	case errors.Is(err, runtime.ErrConflict):
+		return events.Run{}, fmt.Errorf("%w: session: %s already has events", ErrForkInput, o.SessionID)
+	case err != nil:
 		return events.Run{}, fmt.Errorf("replay: fork: create run: %w", err)
 	}
 	rs, err := store.Open(ctx, o.SessionID, o.RunID)
@@ -135,36 +123,14 @@ func Fork(ctx context.Context, js jetstream.JetStream, store *cjs.Store, h *Hist
 	return rec, nil
 }
 
-// ContractHash is the contract hash the runtime gives a run of s: it makes
-// the first commit of a fresh run against a store that keeps nothing and
-// reads the hash from it. Use it to fork a run onto another definition
-// version (ForkOptions.ContractHash).
-func ContractHash(ctx context.Context, s Setup) (string, error) {
-	probe := &hashProbe{}
-	red := s.Redactor
-	if red == nil {
-		red = runtime.Secrets(nil)
-	}
-	_, err := runtime.Run(ctx, runtime.Input{
-		Definition: s.Definition, Subagents: s.Subagents, Capabilities: s.Capabilities, ModelLimits: s.Limits, Budget: s.Budget,
-		Model: &recordedModel{h: &History{}, st: &store{}}, Store: probe, Backend: noBackend{},
-		ExecutorFactory: recordedExecutors{}, Controller: &recordedController{st: &store{}}, Redactor: red,
-		Sink: runtime.SinkFunc(func(context.Context, runtime.SinkEvent) {}), Message: "probe", IDs: fixedID("probe"),
-	})
-	if probe.hash == "" {
+// ContractHash is the contract hash the runtime gives every checkpoint of
+// a run of s (runtime.ContractHash: the definition, subagents and
+// capability catalog; not the limits, budget or redactor). Use it to fork
+// a run onto another definition version (ForkOptions.ContractHash).
+func ContractHash(s Setup) (string, error) {
+	hash, err := runtime.ContractHash(s.Definition, s.Subagents, s.Capabilities)
+	if err != nil {
 		return "", fmt.Errorf("replay: contract hash: %w", err)
 	}
-	return probe.hash, nil
-}
-
-var errProbed = errors.New("replay: probed")
-
-type hashProbe struct{ hash string }
-
-func (p *hashProbe) LoadCheckpoint(context.Context) (*runtime.Checkpoint, error) { return nil, nil }
-func (p *hashProbe) Load(context.Context) ([]model.Message, error)               { return nil, nil }
-func (p *hashProbe) Compact(context.Context, session.Compaction) error           { return errProbed }
-func (p *hashProbe) SaveCheckpoint(_ context.Context, cp *runtime.Checkpoint) error {
-	p.hash = cp.ContractHash
-	return errProbed
+	return hash, nil
 }

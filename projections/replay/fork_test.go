@@ -48,7 +48,7 @@ func TestForkResumesFromRevision(t *testing.T) {
 		{name: "other model", run: "f2", steps: []model.Response{sc.Steps[0], runtimetest.Calls(runtimetest.CompleteOutput("c9", "other"))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec, err := replay.Fork(ctx, env.js, env.s, orig, replay.ForkOptions{SessionID: "fork-" + tc.run, RunID: tc.run, At: at})
+			rec, err := replay.Fork(ctx, env.s, orig, replay.ForkOptions{SessionID: "fork-" + tc.run, RunID: tc.run, At: at})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,9 +97,10 @@ func TestForkResumesFromRevision(t *testing.T) {
 		{SessionID: session, RunID: "x", At: at},
 		{SessionID: "fork-x", RunID: "x", At: 999},
 		{SessionID: "bad session", RunID: "x", At: at},
-		{SessionID: "fork-f1", RunID: "y", At: at}, // session exists
+		{SessionID: "fork-f1", RunID: "y", At: at},  // session exists
+		{SessionID: "fork-f1", RunID: "f1", At: at}, // run exists
 	} {
-		if _, err := replay.Fork(ctx, env.js, env.s, orig, o); !errors.Is(err, replay.ErrForkInput) {
+		if _, err := replay.Fork(ctx, env.s, orig, o); !errors.Is(err, replay.ErrForkInput) {
 			t.Errorf("Fork(%+v) = %v, want ErrForkInput", o, err)
 		}
 	}
@@ -163,7 +164,7 @@ func TestForkOntoAnotherDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := replay.ContractHash(ctx, setup(h))
+	same, err := replay.ContractHash(setup(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +173,11 @@ func TestForkOntoAnotherDefinition(t *testing.T) {
 	}
 	v2 := setup(h)
 	v2.Definition.Instructions = "Plan, then answer briefly."
-	hash, err := replay.ContractHash(ctx, v2)
+	hash, err := replay.ContractHash(v2)
 	if err != nil || hash == same {
 		t.Fatalf("ContractHash of another definition = %.12s, %v", hash, err)
 	}
-	rec, err := replay.Fork(ctx, env.js, env.s, orig, replay.ForkOptions{SessionID: "fork-v2", RunID: "v2", At: 1, ContractHash: hash})
+	rec, err := replay.Fork(ctx, env.s, orig, replay.ForkOptions{SessionID: "fork-v2", RunID: "v2", At: 1, ContractHash: hash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestForkOntoAnotherDefinition(t *testing.T) {
 	}
 	// A second fork onto v2 refuses to resume under the old definition
 	// (C9): the copied checkpoints carry v2's contract.
-	rec2, err := replay.Fork(ctx, env.js, env.s, orig, replay.ForkOptions{SessionID: "fork-v2b", RunID: "v2b", At: 1, ContractHash: hash})
+	rec2, err := replay.Fork(ctx, env.s, orig, replay.ForkOptions{SessionID: "fork-v2b", RunID: "v2b", At: 1, ContractHash: hash})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func (h *History) attempts(after uint64) [][]write {
 func Redrive(ctx context.Context, h *History, from int64, s Setup) (*Report, error) {
 	rep := &Report{RunID: h.RunID, From: from}
 	if s.AcceptContractChange && len(h.Commits) > 0 {
-		hash, err := ContractHash(ctx, s)
+		hash, err := ContractHash(s)
 		if err != nil {
 			return nil, err
 		}

@@ -30,20 +30,22 @@ func (o scoped) Open(ctx context.Context, sessionID, runID string) (runtime.Stor
 }
 
 type logEnv struct {
-	js njs.JetStream
-	s  *jetstream.Store
-	n  atomic.Int64
+	srv *jetstream.Server
+	js  njs.JetStream
+	s   *jetstream.Store
+	n   atomic.Int64
 }
 
 func newEnv(t *testing.T) *logEnv {
 	t.Helper()
-	nc := natstest.Connect(t, natstest.Server(t))
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv)
 	s, err := jetstream.New(context.Background(), nc, jetstream.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	js, _ := njs.New(nc)
-	return &logEnv{js: js, s: s}
+	return &logEnv{srv: srv, js: js, s: s}
 }
 
 func (e *logEnv) host(t *testing.T, sc runtimetest.Scenario) (*runtimetest.Host, string) {
