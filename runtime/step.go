@@ -121,7 +121,7 @@ func (r *runner) compact(ctx context.Context, window []model.Message) ([]model.M
 		return nil, fmt.Errorf("runtime: context overflow: instructions and tool definitions alone exceed the %d-token prompt", l.Prompt())
 	}
 	through := window[len(window)-1].ID
-	pruned, changed := session.Prune(window, room/2)
+	pruned, changed := session.PruneRedacted(window, room/2, r.in.Redactor.Redact)
 	if changed && session.EstimateMessages(pruned) <= room {
 		if err := r.in.Store.Compact(ctx, session.Compaction{Through: through, Window: pruned, Reason: "prune"}); err != nil {
 			return nil, fmt.Errorf("runtime: compact (prune): %w", err)

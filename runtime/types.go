@@ -153,7 +153,9 @@ type RedactorFunc func(string) string
 func (f RedactorFunc) Redact(s string) string { return f(s) }
 
 // Secrets is a Redactor that replaces every occurrence of each secret with
-// [REDACTED]. Empty secrets are ignored.
+// [REDACTED]. Empty secrets are ignored. Build it from configured values
+// with NewSecrets, which refuses placeholders and values too short to be
+// secrets: every pattern here is replaced wherever it occurs.
 type Secrets []string
 
 // Redact implements Redactor.

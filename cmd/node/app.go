@@ -123,7 +123,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		Conn: nc, Agents: dep.list(),
 		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
 		Capabilities: caps, BackendFor: route, Executors: executors,
-		Redactor: runtime.Secrets(secrets()), Sink: o.sink, Logger: o.logger,
+		Redactor: redactor(o.logger), Sink: o.sink, Logger: o.logger,
 	}
 	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
 	if o.metrics != nil {

@@ -140,9 +140,36 @@ func same(a, b string) bool {
 	return err1 == nil && err2 == nil && aa == bb
 }
 
-// secrets are the values the redactor removes: the provider keys.
+// providerKeys are the candidates for the redaction patterns, by variable:
+// the provider keys.
+func providerKeys() map[string]string {
+	return map[string]string{"OPENAI_API_KEY": os.Getenv("OPENAI_API_KEY"), "ANTHROPIC_API_KEY": os.Getenv("ANTHROPIC_API_KEY")}
+}
+
+// secrets are the values the redactor removes: the provider keys that can
+// be secrets. runtime.NewSecrets refuses a placeholder (OPENAI_API_KEY=x
+// for a local server), which as a pattern would corrupt every prompt.
 func secrets() []string {
-	return []string{os.Getenv("OPENAI_API_KEY"), os.Getenv("ANTHROPIC_API_KEY")}
+	s, _ := runtime.NewSecrets(providerKeys())
+	return s
+}
+
+// redactor is the node's redactor, of secrets(). It logs, once at start, a
+// warning naming each provider key refused as a pattern, never its value.
+func redactor(logger *slog.Logger) runtime.Secrets {
+	s, refused := runtime.NewSecrets(providerKeys())
+	warnRefused(logger, refused)
+	return s
+}
+
+// warnRefused logs the candidates refused as redaction patterns by name.
+func warnRefused(logger *slog.Logger, refused []runtime.RefusedSecret) {
+	if logger == nil {
+		return
+	}
+	for _, r := range refused {
+		logger.Warn("not used as a redaction pattern", "variable", r.Name, "reason", r.Reason)
+	}
 }
 
 // progress prints each event of every run of the tree, after its commit.

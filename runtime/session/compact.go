@@ -34,6 +34,14 @@ const metaTask = "cairn.task"
 // changed. Message IDs, tool-call pairing and every other part stay as they
 // are.
 func Prune(window []model.Message, keepTokens int) ([]model.Message, bool) {
+	return PruneRedacted(window, keepTokens, nil)
+}
+
+// PruneRedacted is Prune with the redactor run over the whole of a tool
+// result before it is cut (C36): a secret that straddles the cut is
+// replaced whole, where redacting the cut head could only miss the prefix
+// it keeps. A result that is not cut stays as it is. A nil redact is Prune.
+func PruneRedacted(window []model.Message, keepTokens int, redact func(string) string) ([]model.Message, bool) {
 	out := make([]model.Message, len(window))
 	copy(out, window)
 	protected := 0
@@ -50,15 +58,21 @@ func Prune(window []model.Message, keepTokens int) ([]model.Message, bool) {
 			if r == nil || len(r.Content) <= 2*pruneKeepBytes || strings.Contains(r.Content, prunedMarker) {
 				continue
 			}
+			whole := r.Content
+			if redact != nil {
+				if whole = redact(whole); len(whole) <= 2*pruneKeepBytes {
+					continue
+				}
+			}
 			if parts == nil {
 				parts = append([]model.Part(nil), m.Parts...)
 			}
 			cut := *r
-			head := cut.Content[:pruneKeepBytes]
-			for len(head) > 0 && !utf8Boundary(cut.Content, len(head)) {
+			head := whole[:pruneKeepBytes]
+			for len(head) > 0 && !utf8Boundary(whole, len(head)) {
 				head = head[:len(head)-1]
 			}
-			cut.Content = fmt.Sprintf("%s\n%s %d bytes of this tool result were removed to fit the context window; do not rely on what is missing.]", head, prunedMarker, len(r.Content)-len(head))
+			cut.Content = fmt.Sprintf("%s\n%s %d bytes of this tool result were removed to fit the context window; do not rely on what is missing.]", head, prunedMarker, len(whole)-len(head))
 			parts[j].ToolResult = &cut
 		}
 		if parts != nil {
