@@ -228,7 +228,7 @@ func TestCrashBetweenTrackingAndCreation(t *testing.T) {
 	// A restart within the grace: nothing is done with the abandoned entry
 	// but waiting; past it, the first sweep takes it out of the set.
 	later := func() time.Time { return time.Now().Add(3 * time.Minute) }
-	admissionNode(t, nc, nil, later, actors.Hooks{})
+	admissionNode(t, nc, nil, later, actors.Hooks{ServerClock: func(t time.Time) time.Time { return t.Add(3 * time.Minute) }})
 	waitPurged(t, nc, runA)
 	if m := logged(t, nc, events.SessionAll(sessA)); m != nil {
 		t.Fatalf("the log has %s for a run that was never created", m.Subject)

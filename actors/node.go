@@ -141,6 +141,10 @@ type Hooks struct {
 	// Sweep is called as a member's sweep begins; an error fails the
 	// sweep there.
 	Sweep func(first, full bool) error
+	// ServerClock maps the time read on JetStream's clock (the age of an
+	// unrecorded active-set entry is confirmed on it): a test that moves
+	// the node's clock (Config.Now) moves the server's with it here.
+	ServerClock func(time.Time) time.Time
 }
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
@@ -228,6 +232,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
 		watchers: map[string][]chan struct{}{}, drain: make(chan struct{}), memberSet: make(chan struct{})}
 	n.serverClock = n.serverNow
+	if move := cfg.Hooks.ServerClock; move != nil {
+		n.serverClock = func(ctx context.Context) (time.Time, error) {
+			t, err := n.serverNow(ctx)
+			return move(t), err
+		}
+	}
 	n.deadlines = newDeadlines(cfg.Clock, func(sessionID, runID string) {
 		n.mu.Lock()
 		closed := n.closed
