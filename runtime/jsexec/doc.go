@@ -37,9 +37,17 @@
 // # Scripts
 //
 // The code is compiled as `(async function () {` + code + `\n})` and called,
-// so `await` and `return` work. The result is JSON.stringify of the returned
-// value (undefined, a function or a symbol give null); a value that cannot
-// be serialized (a cycle, a BigInt) is an "exception" failure. The script
+// so `await` and `return` work. The result is the returned value as JSON
+// (undefined, a function or a symbol give null); a value that cannot be
+// serialized (a cycle, a BigInt, nesting deeper than 1,000) is an
+// "exception" failure. The JSON is written as JSON.stringify writes it,
+// but by a walker in Go that reads only what the value itself holds
+// (tojson.go): toJSON counts only as an own property of a value (one on a
+// prototype, even a class's, is ignored), an array's missing element is
+// null whatever its prototypes hold, and Dates and Number, String and
+// Boolean objects are read through the original builtins. So a script that
+// pollutes Object.prototype, Array.prototype or Date.prototype cannot
+// change what a later script returns or sends to the host. The script
 // ends when its promise has settled and no callback is pending, so
 // callbacks that were started but not awaited still complete (and count). A
 // script that awaits a promise nothing can settle fails at once instead of
@@ -48,17 +56,31 @@
 //
 // Globals persist between the scripts of one executor: assign to globalThis
 // (or an undeclared name) to keep a value; `let`, `const` and `var` are
-// local to the script. They are lost when the realm is replaced (a worker
-// that died or was killed, an in-process realm abandoned inside a builtin,
-// an engine panic), and the failure says so. Nothing survives the executor:
-// the heap is never checkpointed and scripts are never replayed (C42).
+// local to the script. They are lost when the realm is replaced, and the
+// failure of the script after which it was replaced says so ("...; the
+// realm was reset and globals from earlier scripts are lost", or the
+// worker's "...; the JavaScript worker was restarted and globals from
+// earlier scripts are lost"); the next script runs in a fresh realm. A realm
+// is replaced after a script that timed out or tripped a limit while it ran
+// (memory, call stack, callbacks, pending callbacks, console output; not the
+// source, result and log bounds, which stop nothing), after a script
+// cancelled while running JavaScript (one cancelled while waiting for a
+// callback keeps it), after an engine panic, and when a worker died or was
+// killed or an in-process realm was abandoned inside a builtin. An
+// interrupted script can leave goja's VM broken (part of its call stack
+// stays behind, after which no promise job runs again, and every value the
+// script held stays reachable), so such a realm is never reused; a worker
+// also collects the old realm's heap before its next script. Nothing
+// survives the executor: the heap is never checkpointed and scripts are
+// never replayed (C42).
 //
 // # Bindings
 //
 // Only Config.Capabilities are bound (C4). Each is an async function of one
 // argument under `caps`, dotted names nesting (`kv.get` is caps.kv.get).
-// The argument is serialized with the realm's original JSON.stringify (no
-// argument means {}); the promise resolves with the parsed JSON of
+// The argument is serialized by the same walker as the result (see Scripts;
+// no argument means {}, and one that cannot be serialized rejects the call's
+// promise); the promise resolves with the parsed JSON of
 // Value.JSON, or rejects with an Error whose message is the invoker's error
 // text (a panic in Invoke becomes "caps.<name>: internal error in the host";
 // the panic value goes to the logger only, as it bypassed redaction).
@@ -67,7 +89,8 @@
 // script. The caps tree is null-prototype and frozen, the `caps` global
 // non-writable and non-configurable, and the host only ever calls builtins
 // it captured before any script ran, so overwriting caps.kv.get,
-// Object.prototype, JSON or Error changes nothing outside the realm.
+// Object.prototype (toJSON included), JSON or Error changes nothing outside
+// the realm.
 // console.log, info, warn and error are captured.
 //
 // # No ambient authority
@@ -96,10 +119,10 @@
 // reports a "limit" failure ("memory limit exceeded ... globals from earlier
 // scripts are lost") and the next script starts a fresh worker. The same
 // holds for a script stuck in a builtin that Interrupt cannot reach (a
-// backtracking regular expression, serializing a 200,000-deep nested array):
-// past the deadline the worker is killed. Workers are always reaped, die with
-// the parent (PDEATHSIG). A worker costs ~6 ms to start, ~80 us per
-// trivial script and ~110 us per callback round trip (bench_test.go).
+// backtracking regular expression): past the deadline the worker is killed.
+// Workers are always reaped, die with the parent (PDEATHSIG). A worker
+// costs ~6 ms to start, ~80 us per trivial script and ~110 us per callback
+// round trip (bench_test.go).
 //
 // ModeInProcess runs the realm in the calling process: ~20 us per trivial
 // script and ~12 us per callback, but its memory watchdog bounds the growth of the whole process's
@@ -110,7 +133,8 @@
 // # Limits
 //
 // Each limit is a field of Limits (zero means the default); tripping one is
-// a Failure of kind "timeout" or "limit", never a crash:
+// a Failure of kind "timeout" or "limit", never a crash, and a script that
+// tripped one while it ran gets its realm replaced (see Scripts):
 //
 //	Timeout              30 s     wall clock per script, awaited callbacks included
 //	MaxCallStackSize     5,000    frames

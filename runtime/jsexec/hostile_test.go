@@ -45,7 +45,8 @@ var hostileCases = []struct {
 	{name: "rejection loops in a then job", lim: Limits{Timeout: 300 * time.Millisecond}, code: `await caps.echo({}).then(() => { for (;;) {} })`, kind: "timeout"},
 	{name: "promise storm", lim: Limits{Timeout: 300 * time.Millisecond}, code: `const spin = () => Promise.resolve().then(spin); spin(); await new Promise(() => {})`, kind: "timeout"},
 	{name: "catastrophic regular expression", lim: Limits{Timeout: 300 * time.Millisecond}, code: `return /^(a+)+(?=c)/.test("a".repeat(60) + "b")`, kind: "timeout", says: "did not stop", workerOnly: true},
-	{name: "deeply nested return value", lim: Limits{Timeout: 300 * time.Millisecond}, code: `let a = []; for (let i = 0; i < 2e5; i++) a = [a]; return a`, kind: "timeout", workerOnly: true},
+	{name: "deeply nested return value", code: `let a = []; for (let i = 0; i < 2e4; i++) a = [a]; return a`, kind: "exception", says: "nested more than 1000 levels deep"},
+	{name: "deeply nested argument", code: `let a = []; for (let i = 0; i < 2e4; i++) a = [a]; return await caps.echo({a})`, kind: "exception", says: "nested more than 1000 levels deep"},
 	{name: `"x".repeat(2**31-1)`, lim: memoryBomb, code: `globalThis.kept = 1; return "x".repeat(2**31 - 1).length`, kind: "limit", says: "memory limit exceeded", workerOnly: true},
 	{name: "new Array(2**32-1).fill(0)", lim: memoryBomb, code: `return new Array(2**32 - 1).fill(0).length`, kind: "limit", says: "memory limit exceeded", workerOnly: true},
 }

@@ -53,7 +53,7 @@ func (h *realmHost) serve() {
 func (h *realmHost) run(req runReq) (ro runOutput) {
 	defer func() {
 		if x := recover(); x != nil {
-			ro = runOutput{out: jstool.Outcome{Failure: &jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); the realm was reset and its globals are lost", x)}}, broken: true}
+			ro = runOutput{out: jstool.Outcome{Failure: &jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); %s", x, resetNote)}}, broken: true}
 		}
 	}()
 	ro.out, ro.err = h.r.run(req.ctx, req.s, req.io)
@@ -160,6 +160,9 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 				// A callback failed because of the cancellation and the
 				// script ended before the watchdog saw it: still cancelled.
 				ro.out.Failure = cancelledOutcome(ectx).Failure
+				if ro.broken {
+					ro.out.Failure.Message += "; " + resetNote
+				}
 				ro.err = fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ectx))
 			}
 			if ro.err != nil {

@@ -89,13 +89,16 @@ func TestLimitDefaults(t *testing.T) {
 }
 
 // TestCancel: a cancelled context interrupts a running or waiting script
-// and Execute returns an error wrapping ctx.Err(), never hangs.
+// and Execute returns an error wrapping ctx.Err(), never hangs. A script
+// interrupted while waiting for a callback keeps the realm; one interrupted
+// while running JavaScript has it replaced (see resetNote), and says so.
 func TestCancel(t *testing.T) {
 	cases := []struct {
 		name, code string
+		reset      bool
 	}{
-		{"busy", `for (;;) {}`},
-		{"awaiting a callback", `await caps.hang({}); return 1`},
+		{"busy", `for (;;) {}`, true},
+		{"awaiting a callback", `await caps.hang({}); return 1`, false},
 	}
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -121,11 +124,18 @@ func TestCancel(t *testing.T) {
 						t.Fatalf("err = %v, want context.Canceled", err)
 					}
 					if out.Failure == nil || out.Failure.Kind != "cancelled" {
-						t.Errorf("outcome %+v", out.Failure)
+						t.Fatalf("outcome %+v", out.Failure)
 					}
-					// The realm survives a cancellation.
-					out = run(t, ex, "after", `return kept`)
-					checkStep(t, out, step{want: `1`})
+					if said := strings.Contains(out.Failure.Message, resetNote); said != tc.reset {
+						t.Errorf("failure %q: says the realm was reset: %v, want %v", out.Failure.Message, said, tc.reset)
+					}
+					if tc.reset {
+						checkStep(t, run(t, ex, "after", `return typeof kept`), step{want: `"undefined"`})
+					} else {
+						checkStep(t, run(t, ex, "after", `return kept`), step{want: `1`})
+					}
+					// Either way promise jobs still run.
+					checkStep(t, run(t, ex, "await", `return await caps.echo({a: 1})`), step{want: `{"a":1}`})
 				})
 			}
 			t.Run("already cancelled", func(t *testing.T) {

@@ -58,9 +58,11 @@ type frame struct {
 	Failed     bool            `json:"failed,omitempty"`
 	Error      string          `json:"error,omitempty"`
 
-	// result
+	// result; Reset says the worker replaced the script's realm (the
+	// outcome's failure says so too).
 	Outcome   *wireOutcome `json:"outcome,omitempty"`
 	Cancelled bool         `json:"cancelled,omitempty"`
+	Reset     bool         `json:"reset,omitempty"`
 }
 
 // wireOutcome is jstool.Outcome without attachments.

@@ -28,6 +28,14 @@ const (
 // maxMessageBytes bounds a failure message built from a thrown value.
 const maxMessageBytes = 8 << 10
 
+// resetNote ends the failure of a script after which its realm is replaced:
+// one that tripped a limit or timed out, or was interrupted while running
+// JavaScript. Such a script can leave the realm broken (goja keeps part of
+// the interrupted call stack, after which no promise job runs again, and
+// with it every value the script held), so the realm is discarded and the
+// next script gets a fresh one.
+const resetNote = "the realm was reset and globals from earlier scripts are lost"
+
 // helperSource runs once per realm before any script, so the builtins it
 // captures are the originals whatever a script later does to the globals.
 // describe renders any value as text for console lines and failure
@@ -40,6 +48,14 @@ const helperSource = `(function () {
 		parse: JSON.parse,
 		freeze: Object.freeze,
 		Error: Error,
+		hasOwn: Object.prototype.hasOwnProperty,
+		isArray: Array.isArray,
+		dateTime: Date.prototype.getTime,
+		dateISO: Date.prototype.toISOString,
+		numberValue: Number.prototype.valueOf,
+		stringValue: String.prototype.valueOf,
+		booleanValue: Boolean.prototype.valueOf,
+		checkpoint: function () {},
 		describe: function (v) {
 			try {
 				switch (typeof v) {
@@ -99,9 +115,18 @@ type realm struct {
 	freeze    goja.Callable
 	errorCtor goja.Constructor
 
+	// The original builtins hostJSON uses, and its own entry point.
+	hasOwn, isArray, dateTime, dateISO     goja.Callable
+	numberValue, stringValue, booleanValue goja.Callable
+	checkpoint, walkF                      goja.Callable
+	toJSONKey                              goja.Value
+	walks                                  []*jsonWalk
+
 	cur *scriptRun
-	// broken is set after a Go panic escaped goja mid-script: the VM's
-	// internal state is unknown, so its owner must replace the realm.
+	// broken is set when the script just run leaves the realm unfit for
+	// another (see resetNote), or after a Go panic escaped goja mid-script
+	// (the VM's state is unknown): its owner must replace the realm, and
+	// the script's failure says so.
 	broken bool
 }
 
@@ -162,6 +187,21 @@ func newRealm(caps []string, lim Limits, absoluteHeap bool) (*realm, error) {
 	if r.freeze, err = fn("freeze"); err != nil {
 		return nil, err
 	}
+	for name, dst := range map[string]*goja.Callable{
+		"hasOwn": &r.hasOwn, "isArray": &r.isArray, "dateTime": &r.dateTime, "dateISO": &r.dateISO,
+		"numberValue": &r.numberValue, "stringValue": &r.stringValue, "booleanValue": &r.booleanValue,
+		"checkpoint": &r.checkpoint,
+	} {
+		if *dst, err = fn(name); err != nil {
+			return nil, err
+		}
+	}
+	walkF, ok := goja.AssertFunction(vm.ToValue(r.walkNative))
+	if !ok {
+		return nil, errors.New("jsexec: realm JSON walker is not a function")
+	}
+	r.walkF = walkF
+	r.toJSONKey = vm.ToValue("toJSON")
 	ctor, ok := goja.AssertConstructor(h.Get("Error"))
 	if !ok {
 		return nil, errors.New("jsexec: realm helper Error is not a constructor")
@@ -251,8 +291,10 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 	defer func() {
 		if x := recover(); x != nil {
 			r.broken = true
-			out = sr.outcome(&jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); the realm was reset and its globals are lost", x)})
+			out = sr.outcome(&jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); %s", x, resetNote)})
 			err = nil
+		} else if r.broken && out.Failure != nil {
+			out.Failure.Message += "; " + resetNote
 		}
 		sr.w.stop()
 		r.vm.ClearInterrupt()
@@ -295,6 +337,13 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 		}
 		select {
 		case res := <-io.results:
+			if ctx.Err() != nil {
+				// Cancelled: a result now (most likely the callback's own
+				// cancellation) would run the script only for the watchdog
+				// to interrupt it mid-JavaScript, which costs the realm.
+				sr.w.fire(stop{kind: "cancelled", msg: "the script was cancelled: " + context.Cause(ctx).Error()})
+				return r.stopped(ctx, sr, sr.w.reason())
+			}
 			if e := r.deliver(sr, res); e != nil {
 				return r.fail(ctx, sr, e)
 			}
@@ -329,7 +378,7 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 		}
 		return sr.outcome(&jstool.Failure{Kind: "exception", Message: "unhandled promise rejection: " + msg}), nil
 	}
-	js, e := r.stringify(goja.Undefined(), pv)
+	text, defined, tooBig, e := r.hostJSON(pv, r.lim.MaxResultBytes)
 	if e != nil {
 		var ex *goja.Exception
 		if errors.As(e, &ex) {
@@ -342,16 +391,15 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 		return r.fail(ctx, sr, e)
 	}
 	out = sr.outcome(nil)
-	if goja.IsUndefined(js) {
+	if tooBig {
+		out.Failure = &jstool.Failure{Kind: "limit", Message: fmt.Sprintf("the returned value is more than %d bytes of JSON; the limit is %d bytes", r.lim.MaxResultBytes, r.lim.MaxResultBytes)}
+		return out, nil
+	}
+	if !defined {
 		out.Value = json.RawMessage("null")
 		return out, nil
 	}
-	text := js.String()
-	if len(text) > r.lim.MaxResultBytes {
-		out.Failure = &jstool.Failure{Kind: "limit", Message: fmt.Sprintf("the returned value is %d bytes of JSON; the limit is %d bytes", len(text), r.lim.MaxResultBytes)}
-		return out, nil
-	}
-	if !json.Valid([]byte(text)) {
+	if !json.Valid(text) {
 		out.Failure = &jstool.Failure{Kind: "exception", Message: "the returned value did not serialize to valid JSON"}
 		return out, nil
 	}
@@ -421,13 +469,17 @@ func fixPositions(s string) string {
 	})
 }
 
-// fail turns an error out of the VM into the outcome.
+// fail turns an error out of the VM into the outcome. An error other than
+// a JavaScript exception unwound the VM mid-script: the realm is replaced.
 func (r *realm) fail(ctx context.Context, sr *scriptRun, err error) (jstool.Outcome, error) {
 	var (
 		intr *goja.InterruptedError
 		so   *goja.StackOverflowError
 		ex   *goja.Exception
 	)
+	if !errors.As(err, &ex) {
+		r.broken = true
+	}
 	switch {
 	case errors.As(err, &intr):
 		if st := sr.w.reason(); st != nil {
@@ -447,8 +499,15 @@ func (r *realm) fail(ctx context.Context, sr *scriptRun, err error) (jstool.Outc
 	}
 }
 
-// stopped is the outcome of a script the watchdog or a limit stopped.
+// stopped is the outcome of a script the watchdog or a limit stopped. A
+// limit or a timeout replaces the realm even when the script was stopped
+// while waiting for callbacks (nothing of the VM to repair then, but one
+// rule is simpler to state, and frees what the script held); a
+// cancellation does so only when it unwound the VM (fail).
 func (r *realm) stopped(ctx context.Context, sr *scriptRun, st *stop) (jstool.Outcome, error) {
+	if st.kind != "cancelled" {
+		r.broken = true
+	}
 	out := sr.outcome(&jstool.Failure{Kind: st.kind, Message: st.msg})
 	if st.kind == "cancelled" {
 		return out, fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ctx))
@@ -516,13 +575,15 @@ func (r *realm) capFunc(name string) func(goja.FunctionCall) goja.Value {
 	}
 }
 
-// encodeArg serializes a callback argument. bad is the rejection reason of
-// an argument that cannot be sent; err is uncatchable.
+// encodeArg serializes a callback argument with hostJSON, so that no
+// prototype the realm's scripts polluted changes what the host receives.
+// bad is the rejection reason of an argument that cannot be sent; err is
+// uncatchable.
 func (r *realm) encodeArg(name string, arg goja.Value) (args json.RawMessage, bad goja.Value, err error) {
 	if goja.IsUndefined(arg) {
 		return json.RawMessage("{}"), nil, nil
 	}
-	js, err := r.stringify(goja.Undefined(), arg)
+	text, defined, tooBig, err := r.hostJSON(arg, r.lim.MaxResultBytes)
 	if err != nil {
 		var ex *goja.Exception
 		if !errors.As(err, &ex) {
@@ -530,12 +591,11 @@ func (r *realm) encodeArg(name string, arg goja.Value) (args json.RawMessage, ba
 		}
 		return nil, ex.Value(), nil
 	}
-	if goja.IsUndefined(js) {
-		return nil, r.newError(fmt.Sprintf("caps.%s: the argument cannot be serialized as JSON", name)), nil
+	if tooBig {
+		return nil, r.newError(fmt.Sprintf("caps.%s: the argument is more than %d bytes of JSON; the limit is %d bytes", name, r.lim.MaxResultBytes, r.lim.MaxResultBytes)), nil
 	}
-	text := js.String()
-	if len(text) > r.lim.MaxResultBytes {
-		return nil, r.newError(fmt.Sprintf("caps.%s: the argument is %d bytes of JSON; the limit is %d bytes", name, len(text), r.lim.MaxResultBytes)), nil
+	if !defined {
+		return nil, r.newError(fmt.Sprintf("caps.%s: the argument cannot be serialized as JSON", name)), nil
 	}
 	return json.RawMessage(text), nil, nil
 }

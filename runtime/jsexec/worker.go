@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 
@@ -167,13 +168,18 @@ func runWorker() int {
 			o, rerr := r.run(ctx, jstool.Script{CallID: f.CallID, Code: string(f.Code)}, io)
 			st.end()
 			cancel()
-			if r.broken {
+			reset := r.broken
+			if reset {
+				// The old realm's heap goes before the next script's
+				// watchdog, which bounds this whole process's heap, reads it.
+				r = nil
+				runtime.GC()
 				if r, err = newRealm(init.Caps, lim, true); err != nil {
 					fmt.Fprintln(os.Stderr, "jsexec worker:", err)
 					return 3
 				}
 			}
-			if err := writeFrame(out, &frame{T: frameResult, ID: id, Outcome: toWire(o), Cancelled: rerr != nil}); err != nil {
+			if err := writeFrame(out, &frame{T: frameResult, ID: id, Outcome: toWire(o), Cancelled: rerr != nil, Reset: reset}); err != nil {
 				return 3
 			}
 		}

@@ -135,6 +135,9 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 					// finished (perhaps because a callback failed with the
 					// cancellation) counts as interrupted.
 					o.Failure = cancelledOutcome(ectx).Failure
+					if f.Reset {
+						o.Failure.Message += "; " + resetNote
+					}
 					return o, e.interrupted(ectx)
 				}
 				return o, nil
@@ -143,6 +146,11 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 			}
 		case res := <-results:
 			delete(pending, res.seq)
+			if ectx.Err() != nil {
+				// Cancelled (ctxDone tells the worker): a result handed over
+				// now would run the script only to be interrupted.
+				continue
+			}
 			reply := &frame{T: frameCBResult, ID: id, Seq: res.seq, Failed: res.failed, Error: res.err}
 			if !res.failed {
 				if int64(len(res.value)) > lim.MemoryBytes {
