@@ -227,6 +227,7 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 	if err != nil {
 		return err
 	}
+	defer store.Close(context.WithoutCancel(ctx))
 	opts := replay.ForkOptions{SessionID: "fork-" + randomID(), RunID: "fork-" + randomID(), At: at}
 	if o.forkAgent != "" {
 		s, err := replaySetup(o.agentsDir, o.forkAgent)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -164,7 +165,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: guard(mux, len(o.tokens) > 0), ReadHeaderTimeout: 10 * time.Second}
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -266,11 +267,35 @@ func (x *api) owned(w http.ResponseWriter, r *http.Request, principal string) (r
 	return e, true
 }
 
+// maxBody is the largest request body the API reads.
+const maxBody = 1 << 20
+
+// decodeBody decodes a JSON request body into v: at most maxBody bytes
+// (413 beyond), valid UTF-8 without lone surrogates (400: the JSON decoder
+// would replace them silently), one value with known fields only (400).
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "request body: over the limit of %d bytes", tooLarge.Limit)
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "bad_body", "request body: %v", err)
+		return false
+	}
+	if err := checkJSONText(raw); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_json", "request body: %v", err)
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_json", "request body: %v", err)
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "bad_json", "request body: more than one JSON value")
 		return false
 	}
 	return true

@@ -26,6 +26,7 @@ import (
 func post(t *testing.T, base string, keys []string, body string) (int, http.Header, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", base+"/v1/runs", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer alice-token")
 	for _, k := range keys {
 		req.Header.Add("Idempotency-Key", k)

@@ -188,6 +188,7 @@ func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
 		x.nodeError(w, err)
 		return
 	}
+	defer store.Close(context.WithoutCancel(r.Context()))
 	rec, err := replay.Fork(r.Context(), store, h, replay.ForkOptions{SessionID: "fork-" + randomID(), RunID: "fork-" + randomID(), At: req.At})
 	if errors.Is(err, replay.ErrForkInput) {
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)

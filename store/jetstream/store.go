@@ -932,7 +932,3 @@ func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Ch
 	}
 	return &p.Checkpoint, nil
 }
-
-// IsConflict reports a server's wrong-last-sequence answer to a fenced
-// publish: 10071 on a single replica, 10164 on a replicated stream.
-func IsConflict(err error) bool { return conflict(err) }
