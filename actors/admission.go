@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cairn-agents/cairn/actors/lifecycle"
@@ -120,8 +119,9 @@ type Started struct {
 }
 
 // StartRun starts a root run (see the admission steps above). Errors:
-// ErrNotFound (the agent is not deployed), ErrInvalid (empty message, bad
-// key), ErrIdempotencyConflict, ErrUnavailable (the active set refused the
+// ErrNotFound (the agent is not deployed), ErrInvalid (a message that is
+// empty, not UTF-8 or not valid against the agent's input schema; a bad
+// key), ErrTooLarge (a message above MaxMessageBytes), ErrIdempotencyConflict, ErrUnavailable (the active set refused the
 // run; nothing was written); any other error leaves the outcome unknown,
 // which a retry with the same key settles.
 func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) {
@@ -129,8 +129,8 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 	if !ok {
 		return Started{}, fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, req.Agent)
 	}
-	if strings.TrimSpace(req.Message) == "" {
-		return Started{}, fmt.Errorf("%w: a run needs a nonempty message", ErrInvalid)
+	if err := checkMessage(a, n.inputs[req.Agent], req.Message); err != nil {
+		return Started{}, err
 	}
 	keyed := req.IdempotencyKey != ""
 	var s Started

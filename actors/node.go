@@ -44,7 +44,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +59,7 @@ import (
 	"github.com/cairn-agents/cairn/internal/lru"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/schema"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -159,6 +159,10 @@ type Node struct {
 	// childrenW the children's bucket.
 	activeW   *kvBucket
 	childrenW *kvBucket
+	// inputs are the compiled input schemas of the agents that have one
+	// (subagents): a run of one started by the API is checked as a
+	// parent's spawn would be.
+	inputs map[string]*schema.Schema
 	// closers close what Start opened, in reverse order (closeAll).
 	closers []func(context.Context) error
 	// serverClock reads JetStream's clock (serverNow; tests move it).
@@ -255,6 +259,16 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("actors: agent %q deployed twice", a.Definition.Slug)
 		}
 		n.agents[a.Definition.Slug] = a
+	}
+	n.inputs = map[string]*schema.Schema{}
+	for slug, a := range n.agents {
+		if len(a.Definition.InputSchema) > 0 {
+			s, err := schema.Compile(a.Definition.InputSchema)
+			if err != nil {
+				return nil, fmt.Errorf("actors: agent %q: input_schema: %w", slug, err)
+			}
+			n.inputs[slug] = s
+		}
 	}
 	for slug, a := range n.agents {
 		for _, sub := range a.Definition.Subagents {
@@ -534,8 +548,8 @@ var (
 // with the user's answer (after a needs_input reply, say). The new run has
 // its own budget; the session's transcript carries over.
 func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID string, err error) {
-	if strings.TrimSpace(message) == "" {
-		return "", fmt.Errorf("%w: a continuation needs a nonempty message", ErrInvalid)
+	if err := checkMessage(nil, nil, message); err != nil { // an answer: text, whatever the agent's input schema
+		return "", err
 	}
 	c := &controller{n: n}
 	latest, err := c.latestRun(ctx, sessionID)

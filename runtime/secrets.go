@@ -59,7 +59,9 @@ func (r RefusedSecret) String() string {
 // holds another ("Bearer <token>" and <token>) is replaced whole. The
 // refusals are ordered by name.
 func NewSecrets(candidates map[string]string) (Secrets, []RefusedSecret) {
-	var out Secrets
+	// Never nil, even with no pattern: the loop refuses a nil Redactor, and
+	// a nil Secrets in the interface is one.
+	out := Secrets{}
 	var refused []RefusedSecret
 	seen := map[string]bool{}
 	for name, v := range candidates {

@@ -129,7 +129,7 @@ type mcpTools struct {
 // reported without detail.
 func (m *mcpTools) fail(err error) error {
 	switch {
-	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun),
+	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrTooLarge), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun),
 		errors.Is(err, actors.ErrIdempotencyConflict), errors.Is(err, actors.ErrUnavailable):
 		return err
 	case cjs.Unavailable(err): // NATS out, JetStream refusing writes: the client may retry

@@ -361,6 +361,8 @@ func (x *api) nodeError(w http.ResponseWriter, err error) bool {
 		writeError(w, http.StatusNotFound, "not_found", "%v", err)
 	case errors.Is(err, actors.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
+	case errors.Is(err, actors.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "%v", err)
 	case errors.Is(err, actors.ErrBusy):
 		writeError(w, http.StatusConflict, "busy", "%v", err)
 	case errors.Is(err, actors.ErrIdempotencyConflict):

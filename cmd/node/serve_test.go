@@ -98,6 +98,14 @@ func TestHTTPAPI(t *testing.T) {
 		{"no agent", "POST", "/v1/runs", "alice-token", `{"message":"x"}`, 400, "invalid"},
 		{"unknown agent", "POST", "/v1/runs", "alice-token", `{"agent":"nobody","message":"x"}`, 404, "not_found"},
 		{"empty message", "POST", "/v1/runs", "alice-token", `{"agent":"researcher","message":"  "}`, 400, "invalid"},
+		// A message the log cannot hold in one record is refused before
+		// anything is written (it answered 500 "internal" at ~1 MB).
+		{"message over the limit", "POST", "/v1/runs", "alice-token", `{"agent":"researcher","message":"` + strings.Repeat("a", 300<<10) + `"}`, 413, "too_large"},
+		// A subagent started by the API gets what its parent's spawn
+		// would have to give it (it accepted "not json").
+		{"input not valid against the agent's input_schema", "POST", "/v1/runs", "alice-token", `{"agent":"summarizer","message":"not json"}`, 400, "invalid"},
+		{"unknown route", "GET", "/v1/nothing", "alice-token", "", 404, "not_found"},
+		{"wrong method", "PUT", "/v1/runs", "alice-token", "", 405, "method_not_allowed"},
 		{"unknown run", "GET", "/v1/runs/rnope", "alice-token", "", 404, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
