@@ -61,7 +61,9 @@ type app struct {
 	// storing until it restarts (jetstream.Server.Healthy); nil with an
 	// external server.
 	health func() error
-	close  func()
+	// red redacts what the node's views hand out (the runs' redactor).
+	red   runtime.Secrets
+	close func()
 }
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {
@@ -119,11 +121,12 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 			_ = mcpHost.Close(context.Background())
 		}
 	}()
+	red := redactor(o.logger)
 	cfg := actors.Config{
 		Conn: nc, Agents: dep.list(),
 		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
 		Capabilities: caps, BackendFor: route, Executors: executors,
-		Redactor: redactor(o.logger), Sink: o.sink, Logger: o.logger,
+		Redactor: red, Sink: o.sink, Logger: o.logger,
 	}
 	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
 	if o.metrics != nil {
@@ -145,7 +148,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		return nil, err
 	}
 	started = true
-	return &app{dep: dep, nc: nc, js: js, node: node, health: health, close: func() {
+	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, close: func() {
 		// The drain is bounded by the node's DrainTimeout; the process
 		// is on its way out, so an error is logged, not returned.
 		if err := node.Close(context.Background()); err != nil && o.logger != nil {

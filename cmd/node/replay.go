@@ -57,7 +57,15 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	o.run = fs.Arg(0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := replayRun(ctx, o, stdout); err != nil {
+	// What replay prints comes from the log, which holds what the run saw:
+	// it is redacted like every other view (a JSON document on its decoded
+	// strings, text line by line as it streams).
+	out := &redactingWriter{w: stdout, red: redactor(nil), json: o.json}
+	err := replayRun(ctx, o, out)
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "node replay:", err)
 		var bad *flagError
 		if errors.As(err, &bad) {

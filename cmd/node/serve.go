@@ -380,7 +380,7 @@ func (x *api) nodeError(w http.ResponseWriter, err error) bool {
 }
 
 func (x *api) list(w http.ResponseWriter, r *http.Request, principal string) {
-	writeJSON(w, http.StatusOK, map[string]any{"runs": x.ix.List(principal, r.URL.Query().Get("children") == "true")})
+	x.writeView(w, http.StatusOK, map[string]any{"runs": x.ix.List(principal, r.URL.Query().Get("children") == "true")})
 }
 
 func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
@@ -396,7 +396,7 @@ func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
 	if x.nodeError(w, err) {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
+	x.writeView(w, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
 		"status": st, "reply": reply, "error": errText, "children": kids, "usage": usage})
 }
 
@@ -490,7 +490,6 @@ func (x *api) events(w http.ResponseWriter, r *http.Request, principal string) {
 	}
 	defer it.Stop()
 	go func() { <-r.Context().Done(); it.Stop() }()
-	red := runtime.Secrets(secrets())
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -506,7 +505,7 @@ func (x *api) events(w http.ResponseWriter, r *http.Request, principal string) {
 		if meta != nil {
 			seq = meta.Sequence.Stream
 		}
-		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, red.Redact(string(msg.Data())))
+		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, redactJSON(x.a.red, msg.Data()))
 		flusher.Flush()
 		if subj, err := events.ParseSubject(msg.Subject()); err == nil && subj.Kind.Final() {
 			fmt.Fprint(w, "event: end\ndata: {}\n\n")

@@ -79,7 +79,7 @@ func (x *api) view(w http.ResponseWriter, r *http.Request, principal string) {
 	if st, err := h.At(at); err == nil {
 		phase = st.Checkpoint.Phase
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"run": entry, "record": h.Run, "at": at, "last": last, "phase": phase,
+	x.writeView(w, http.StatusOK, map[string]any{"run": entry, "record": h.Run, "at": at, "last": last, "phase": phase,
 		"timeline": h.Timeline(at), "usage": h.Usage(at), "tree": tree})
 }
 
@@ -135,7 +135,7 @@ func (x *api) transcript(w http.ResponseWriter, r *http.Request, principal strin
 		_ = t.Apply(e)
 	}
 	s, _ := t.Session(h.SessionID)
-	writeJSON(w, http.StatusOK, map[string]any{"session_id": h.SessionID, "entries": s.Entries, "compactions": s.Compactions, "window": s.Window()})
+	x.writeView(w, http.StatusOK, map[string]any{"session_id": h.SessionID, "entries": s.Entries, "compactions": s.Compactions, "window": s.Window()})
 }
 
 type atRequest struct {
@@ -167,7 +167,7 @@ func (x *api) redrive(w http.ResponseWriter, r *http.Request, principal string) 
 		writeError(w, http.StatusConflict, "redrive", "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"report": rep, "exact": rep.Exact()})
+	x.writeView(w, http.StatusOK, map[string]any{"report": rep, "exact": rep.Exact()})
 }
 
 func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
@@ -209,7 +209,7 @@ func setupFor(dep *deployment, agent string) (replay.Setup, error) {
 	if !ok {
 		return replay.Setup{}, &flagError{"agents", fmt.Sprintf("agent %q is not deployed here", agent)}
 	}
-	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: runtime.Secrets(secrets())}
+	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: redactor(nil)}
 	for _, sub := range a.agent.Definition.Subagents {
 		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
 	}

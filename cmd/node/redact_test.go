@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// A secret with characters JSON escapes is redacted in a JSON view: before,
+// the SSE stream redacted the encoded bytes, where "a&b" is "a\u0026b",
+// and leaked it (8 leaks in one run).
+func TestRedactJSONSeesDecodedValues(t *testing.T) {
+	const secret = `sk-"quoted"&<tag>\back`
+	red := runtime.Secrets{secret}
+	doc, _ := json.Marshal(map[string]any{
+		"reply":  "the key is " + secret + ".",
+		"nested": []any{map[string]any{"text": secret, secret: 1}},
+		"n":      json.Number("12345678901234567890"),
+	})
+	if !strings.Contains(string(doc), `\u0026`) {
+		t.Fatalf("the document does not escape the secret's characters: %s", doc)
+	}
+	out := redactJSON(red, doc)
+	var back map[string]any
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatalf("redacted document does not decode: %v: %s", err, out)
+	}
+	for _, leak := range []string{"quoted", `\u0026`, "back"} {
+		if strings.Contains(string(out), leak) {
+			t.Fatalf("redacted document still shows %q: %s", leak, out)
+		}
+	}
+	if !strings.Contains(string(out), "12345678901234567890") {
+		t.Fatalf("a large number lost its digits: %s", out)
+	}
+	if got := string(redactJSON(red, []byte("not json "+secret))); strings.Contains(got, "quoted") {
+		t.Fatalf("a body that is not JSON is not redacted: %s", got)
+	}
+}
+
+// Every run view goes through writeView: the reply of GET /v1/runs/{run},
+// the timeline, the transcript and a re-drive's report hold what the run
+// saw, and none of them shows a secret the redactor knows.
+func TestWriteViewRedacts(t *testing.T) {
+	const secret = `sk-live-0123456789&abc`
+	x := &api{a: &app{red: runtime.Secrets{secret}}, log: slog.New(slog.DiscardHandler)}
+	rec := httptest.NewRecorder()
+	x.writeView(rec, 200, map[string]any{"reply": map[string]any{"output": map[string]string{"answer": secret}}})
+	if rec.Code != 200 || strings.Contains(rec.Body.String(), "0123456789") || !strings.Contains(rec.Body.String(), "REDACTED") {
+		t.Fatalf("view: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// node replay's output is redacted: text line by line as it streams, a
+// --json document on its decoded strings (several documents too).
+func TestRedactingWriter(t *testing.T) {
+	const secret = `sk-live-0123456789&abc`
+	red := runtime.Secrets{secret}
+	var text strings.Builder
+	w := &redactingWriter{w: &text, red: red}
+	_, _ = w.Write([]byte("rev 1: " + secret[:10]))
+	_, _ = w.Write([]byte(secret[10:] + "\nrev 2: ok\ntail " + secret))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "0123456789") || strings.Count(text.String(), "[REDACTED]") != 2 || !strings.Contains(text.String(), "rev 2: ok") {
+		t.Fatalf("text: %q", text.String())
+	}
+	var js strings.Builder
+	w = &redactingWriter{w: &js, red: red, json: true}
+	doc, _ := json.MarshalIndent(map[string]string{"reply": secret}, "", "  ")
+	_, _ = w.Write(append(doc, '\n'))
+	_, _ = w.Write([]byte(`{"second":"` + secret + `"}` + "\n"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(js.String(), "0123456789") || strings.Count(js.String(), "REDACTED") != 2 {
+		t.Fatalf("json: %q", js.String())
+	}
+}
