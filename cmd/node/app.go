@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,8 +63,10 @@ type app struct {
 	// external server.
 	health func() error
 	// red redacts what the node's views hand out (the runs' redactor).
-	red   runtime.Secrets
-	close func()
+	red runtime.Secrets
+	// close stops the node (draining its attempts until ctx is done or
+	// its DrainTimeout), its MCP servers and its NATS connection, once.
+	close func(ctx context.Context)
 }
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {
@@ -148,14 +151,18 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		return nil, err
 	}
 	started = true
-	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, close: func() {
-		// The drain is bounded by the node's DrainTimeout; the process
-		// is on its way out, so an error is logged, not returned.
-		if err := node.Close(context.Background()); err != nil && o.logger != nil {
-			o.logger.Warn("node: close", "err", err)
-		}
-		_ = mcpHost.Close(context.Background())
-		closeNATS()
+	var once sync.Once
+	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, close: func(ctx context.Context) {
+		once.Do(func() {
+			// The drain is bounded by ctx and the node's DrainTimeout;
+			// the process is on its way out, so an error is logged, not
+			// returned.
+			if err := node.Close(ctx); err != nil && o.logger != nil {
+				o.logger.Warn("node: close", "err", err)
+			}
+			_ = mcpHost.Close(context.WithoutCancel(ctx))
+			closeNATS()
+		})
 	}}, nil
 }
 
@@ -177,6 +184,16 @@ func connectWatched(o nodeOptions) (*nats.Conn, func(), func() error, error) {
 	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	// No client connects without credentials, the node's own in-process
+	// connection included (creds.go).
+	if scfg.Credentials, err = jetstream.LoadOrCreateCredentials(credentialsPath(o.data)); err != nil {
+		return nil, nil, nil, err
+	}
+	if scfg.Cluster != nil {
+		if scfg.Cluster.Secret, err = routeSecret(); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if scfg.Cluster != nil {
 		nc, closeFn, err := o.cluster.connectEmbedded(scfg, o)

@@ -429,12 +429,18 @@ func startMember(ctx context.Context, o nodeOptions) (*app, error) {
 	if !o.cluster.on() {
 		return startApp(ctx, o)
 	}
+	if o.cluster.natsCluster != "" {
+		// Not a start to try again: the routes have no secret.
+		if _, err := routeSecret(); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		a, err := startApp(ctx, o)
 		o.cluster.releaseBoot()
 		if err == nil {
 			inner := a.close
-			a.close = func() { inner(); o.cluster.shutdownEmbedded() }
+			a.close = func(ctx context.Context) { inner(ctx); o.cluster.shutdownEmbedded() }
 			return a, nil
 		}
 		if attempt == 6 || ctx.Err() != nil {

@@ -335,7 +335,7 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 		fmt.Fprintln(stderr, "node mcp:", err)
 		return 1
 	}
-	defer a.close()
+	defer a.close(context.Background())
 	o.logger.Info("node mcp serving on stdio", "agents", len(a.dep.agents))
 	err = newMCPServer(a, o.logger).Run(ctx, &sdk.IOTransport{Reader: stdin, Writer: stdout})
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {

@@ -259,7 +259,7 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.close(context.Background())
 	if err := a.node.Adopt(ctx, rec.SessionID, rec.RunID); err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.close(context.Background())
 	var root *deployed
 	for _, d := range a.dep.agents {
 		if same(d.file, o.file) {

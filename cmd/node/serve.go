@@ -140,7 +140,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.close(context.Background())
 	ix, err := runindex.Start(ctx, a.js, "CAIRN")
 	if err != nil {
 		return err
@@ -188,6 +188,12 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	case fatal = <-stored:
 		if fatal != nil {
 			o.logger.Error("node stops: a restart of the node restarts its NATS server", "err", fatal)
+			// Nothing can commit until the restart: attempts are not
+			// drained, they are cancelled at once (their runs resume
+			// from their last commit after the restart).
+			dead, cancel := context.WithCancel(context.Background())
+			cancel()
+			a.close(dead)
 		}
 	}
 	// Graceful: stop taking requests; the deferred close stops the actors
