@@ -34,7 +34,7 @@ const (
 // nobody can look up, or a test that was renamed away, makes the contract
 // a promise no one checks.
 func TestContract(t *testing.T) {
-	root := contractRepoRoot(t)
+	root := repoRoot(t)
 	problems, err := contractProblems(root, contractLastC, contractLastD)
 	if err != nil {
 		t.Fatal(err)
@@ -49,16 +49,7 @@ func TestContract(t *testing.T) {
 // cannot pass for a contract that is whole.
 func TestContractCheckerFindsBrokenTables(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, body string) {
-		t.Helper()
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writer(t, root)
 	// The clauses beyond the contract are spelled in pieces: written whole,
 	// they would be citations in this file, which TestContract reads too.
 	d9, c43 := "D"+"9", "C"+"43"
@@ -158,7 +149,7 @@ func TestContractCheckerFindsBrokenTables(t *testing.T) {
 // TestD4_TopLevelLayout holds D4: the repository's top level keeps the
 // module file, the README and the directories the design names.
 func TestD4_TopLevelLayout(t *testing.T) {
-	root := contractRepoRoot(t)
+	root := repoRoot(t)
 	for _, p := range []string{"go.mod", "README.md", "actors/", "events/", "projections/", "runtime/", "store/jetstream/", "cmd/node/", "cluster/", "test/"} {
 		fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(p, "/"))))
 		switch {
@@ -173,7 +164,7 @@ func TestD4_TopLevelLayout(t *testing.T) {
 // TestD6_DirectDependencies holds D6's list: go.mod requires each library
 // the design is built on directly, not merely through another module.
 func TestD6_DirectDependencies(t *testing.T) {
-	root := contractRepoRoot(t)
+	root := repoRoot(t)
 	f, err := os.Open(filepath.Join(root, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
@@ -207,26 +198,6 @@ func TestD6_DirectDependencies(t *testing.T) {
 		if !direct[mod] {
 			t.Errorf("D6 (%s): go.mod does not require %s directly", contractDoc, mod)
 		}
-	}
-}
-
-// contractRepoRoot is the directory of the go.mod above the test's
-// directory.
-func contractRepoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // scheme other than http, https or mailto, and on any mention of a
 // sibling checkout or a path of the machine a document was written on.
 func TestLinksStayInside(t *testing.T) {
-	root := linkRepoRoot(t)
+	root := repoRoot(t)
 	files, err := linkDocFiles(root)
 	if err != nil {
 		t.Fatal(err)
@@ -40,16 +40,7 @@ func TestLinksStayInside(t *testing.T) {
 // links are all fine.
 func TestLinkCheckerFindsBrokenLinks(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, body string) {
-		t.Helper()
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := writer(t, root)
 	write("go.mod", "module example.com/m\n")
 	write("pkg/x.go", "package pkg\n")
 	write("docs/a.md", strings.Join([]string{
@@ -102,25 +93,6 @@ func TestLinkCheckerFindsBrokenLinks(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-// linkRepoRoot is the directory of the go.mod above the test's directory.
-func linkRepoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
 	}
 }
 
