@@ -24,15 +24,7 @@ import (
 func TestForkLostAcknowledgement(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	sc := runtimetest.Scenarios()[0]
-	h, session := env.host(t, sc)
-	if _, err := h.Drive(10, nil); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, orig := env.driven(t) // scenario 0: two run_js calls, then complete
 
 	// The fork writes through its own store, on a connection that loses
 	// what it is told to: a real publish, stored by the server, whose
@@ -75,7 +67,7 @@ func TestForkLostAcknowledgement(t *testing.T) {
 		t.Fatalf("the fork's session holds %d run records and revisions %v, want 1 record and [1]", created, revs)
 	}
 	// It resumes like any fork: with the same model, to the same end.
-	fh := runtimetest.NewHost(t, env.s, sc.Steps...)
+	fh := runtimetest.NewHost(t, env.s, runtimetest.Scenarios()[0].Steps...)
 	fh.Session, fh.Run = rec.SessionID, rec.RunID
 	if _, err := fh.Drive(10, nil); err != nil {
 		t.Fatal(err)

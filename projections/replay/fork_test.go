@@ -18,15 +18,7 @@ import (
 func TestForkResumesFromRevision(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	sc := runtimetest.Scenarios()[0] // two_run_js_then_complete
-	h, session := env.host(t, sc)
-	if _, err := h.Drive(10, nil); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, orig := env.driven(t) // scenario 0: two run_js calls, then complete
 	var at int64
 	for _, c := range orig.Commits {
 		if c.Checkpoint.Phase == runtime.PhaseModel && c.Checkpoint.Step > 0 {
@@ -44,8 +36,8 @@ func TestForkResumesFromRevision(t *testing.T) {
 		steps []model.Response
 		same  bool
 	}{
-		{name: "same model", run: "f1", steps: sc.Steps, same: true},
-		{name: "other model", run: "f2", steps: []model.Response{sc.Steps[0], runtimetest.Calls(runtimetest.CompleteOutput("c9", "other"))}},
+		{name: "same model", run: "f1", steps: runtimetest.Scenarios()[0].Steps, same: true},
+		{name: "other model", run: "f2", steps: []model.Response{runtimetest.Scenarios()[0].Steps[0], runtimetest.Calls(runtimetest.CompleteOutput("c9", "other"))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec, err := replay.Fork(ctx, env.s, orig, replay.ForkOptions{SessionID: "fork-" + tc.run, RunID: tc.run, At: at})
@@ -83,7 +75,7 @@ func TestForkResumesFromRevision(t *testing.T) {
 					}
 				}
 			}
-			again, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+			again, err := replay.LoadIn(ctx, env.js, "CAIRN", orig.SessionID, h.Run)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +86,7 @@ func TestForkResumesFromRevision(t *testing.T) {
 	}
 	// Bad options name the field.
 	for _, o := range []replay.ForkOptions{
-		{SessionID: session, RunID: "x", At: at},
+		{SessionID: orig.SessionID, RunID: "x", At: at},
 		{SessionID: "fork-x", RunID: "x", At: 999},
 		{SessionID: "bad session", RunID: "x", At: at},
 		{SessionID: "fork-f1", RunID: "y", At: at},  // session exists
@@ -155,15 +147,7 @@ func TestDiffStates(t *testing.T) {
 func TestForkOntoAnotherDefinition(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	sc := runtimetest.Scenarios()[0]
-	h, session := env.host(t, sc)
-	if _, err := h.Drive(10, nil); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, orig := env.driven(t) // scenario 0: two run_js calls, then complete
 	same, err := replay.ContractHash(setup(h))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +165,7 @@ func TestForkOntoAnotherDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fh := runtimetest.NewHost(t, env.s, sc.Steps...)
+	fh := runtimetest.NewHost(t, env.s, runtimetest.Scenarios()[0].Steps...)
 	fh.Session, fh.Run, fh.Def = rec.SessionID, rec.RunID, v2.Definition
 	if _, err := fh.Drive(10, nil); err != nil {
 		t.Fatalf("the fork did not resume under the new definition: %v", err)
@@ -192,7 +176,7 @@ func TestForkOntoAnotherDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := runtimetest.NewHost(t, env.s, sc.Steps...)
+	old := runtimetest.NewHost(t, env.s, runtimetest.Scenarios()[0].Steps...)
 	old.Session, old.Run = rec2.SessionID, rec2.RunID
 	if _, err := old.Attempt(); !errors.Is(err, runtime.ErrContractMismatch) {
 		t.Fatalf("resume under the old definition: %v, want ErrContractMismatch", err)

@@ -48,6 +48,21 @@ func newEnv(t *testing.T) *logEnv {
 	return &logEnv{srv: srv, js: js, s: s}
 }
 
+// driven runs the first scenario to its end on the log and returns its
+// host and its history as the log holds it.
+func (e *logEnv) driven(t *testing.T) (*runtimetest.Host, *replay.History) {
+	t.Helper()
+	h, session := e.host(t, runtimetest.Scenarios()[0])
+	if _, err := h.Drive(10, nil); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := replay.LoadIn(context.Background(), e.js, "CAIRN", session, h.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, hist
+}
+
 func (e *logEnv) host(t *testing.T, sc runtimetest.Scenario) (*runtimetest.Host, string) {
 	prefix := fmt.Sprintf("t%d-", e.n.Add(1))
 	h := runtimetest.NewHost(t, scoped{s: e.s, prefix: prefix}, sc.Steps...)
@@ -128,15 +143,7 @@ func TestRedriveReproducesCrashMatrix(t *testing.T) {
 func TestRedriveReportsDivergence(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	sc := runtimetest.Scenarios()[0]
-	h, session := env.host(t, sc)
-	if _, err := h.Drive(10, nil); err != nil {
-		t.Fatal(err)
-	}
-	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, hist := env.driven(t) // scenario 0: two run_js calls, then complete
 	// Tamper with the logged tool result of call c2 in memory: the re-drive
 	// serves it, and the commit that carries it no longer matches.
 	for i := range hist.Commits {
@@ -164,15 +171,7 @@ func TestRedriveReportsDivergence(t *testing.T) {
 func TestRedriveWrongContract(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	sc := runtimetest.Scenarios()[0]
-	h, session := env.host(t, sc)
-	if _, err := h.Drive(10, nil); err != nil {
-		t.Fatal(err)
-	}
-	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, hist := env.driven(t) // scenario 0: two run_js calls, then complete
 	s := setup(h)
 	s.Definition.Instructions = "Something else."
 	// From the last revision but one: the run is resumed, so the
