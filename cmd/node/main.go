@@ -35,6 +35,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return replayCmd(args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(args[1:], os.Stdin, nopCloser{stdout}, stderr)
+	case "creds":
+		return credsCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage()
 		return 0
@@ -60,6 +62,9 @@ commands:
                                   --json state, --redrive, --fork, --diff REV, --diff-run RUN2
   mcp [flags]                     the node as an MCP server on stdin/stdout (tools: start_run,
                                   get_run, answer, cancel_run; serve also has it at /mcp)
+  creds [--data DIR] [--nats-listen HOST:PORT]
+                                  how to point natscli at the embedded NATS server: the
+                                  read-only reader's credentials (and the node's own)
 
 run flags:
   --data DIR      JetStream data directory of the embedded server (default .cairn)

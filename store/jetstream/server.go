@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +19,8 @@ type ServerConfig struct {
 	// StoreDir is where JetStream keeps its files; required.
 	StoreDir string
 	// Host to listen on; "" means 127.0.0.1 (loopback only). Exposing the
-	// server beyond loopback is the operator's decision and needs
-	// authentication, which this helper does not configure.
+	// server beyond loopback is the operator's decision; its clients
+	// authenticate in any case (Credentials), in clear text (no TLS).
 	Host string
 	// Port to listen on; 0 picks a free port, -1 does not listen at all
 	// (in-process connections only).
@@ -33,6 +34,13 @@ type ServerConfig struct {
 	ServerName string
 	// Cluster, when set, joins a NATS cluster (for R3 streams).
 	Cluster *ClusterConfig
+	// Credentials of the server's users (AdminUser, ReaderUser): no client
+	// connects without one of them, in-process or on the client port.
+	// Nil means credentials generated once per process and kept in memory
+	// only (tests, an in-process server): Connect and ClientURL carry
+	// them. A server others connect to is given the ones of its data
+	// directory (LoadOrCreateCredentials).
+	Credentials *Credentials
 }
 
 // ClusterConfig is the cluster part of an embedded server's configuration.
@@ -42,11 +50,17 @@ type ClusterConfig struct {
 	Port int
 	// Routes are the other members' cluster URLs (nats-route://host:port).
 	Routes []string
+	// Secret authenticates the routes (user RouteUser, this password,
+	// both ways); the same on every member, at least MinRouteSecret
+	// bytes. Empty means a secret generated once per process: only
+	// servers of this process can then join each other (tests).
+	Secret string
 }
 
 // Server is an embedded NATS server.
 type Server struct {
-	srv *server.Server
+	srv   *server.Server
+	creds *Credentials
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until
@@ -65,6 +79,16 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	creds, routeSecret, err := ephemeralAuth()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Credentials != nil {
+		if err := cfg.Credentials.validate(); err != nil {
+			return nil, fmt.Errorf("jetstream: server: credentials: %w", err)
+		}
+		creds = cfg.Credentials
+	}
 	opts := &server.Options{
 		ServerName: cfg.ServerName,
 		Host:       host,
@@ -74,6 +98,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		SyncAlways: !cfg.NoSync,
 		NoLog:      true,
 		NoSigs:     true,
+		Users:      users(creds),
 	}
 	switch cfg.Port {
 	case 0:
@@ -82,12 +107,20 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		opts.DontListen = true
 	}
 	if c := cfg.Cluster; c != nil {
-		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port}
+		if c.Secret != "" {
+			if len(c.Secret) < MinRouteSecret {
+				return nil, fmt.Errorf("jetstream: server: cluster secret: %d bytes, want at least %d", len(c.Secret), MinRouteSecret)
+			}
+			routeSecret = c.Secret
+		}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port, Username: RouteUser, Password: routeSecret}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
-				return nil, fmt.Errorf("jetstream: server: route %q: %w", r, err)
+				// The error names the route; the URL may carry a secret.
+				return nil, fmt.Errorf("jetstream: server: route %q: not a URL", redactURL(r))
 			}
+			u.User = url.UserPassword(RouteUser, routeSecret)
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
@@ -117,7 +150,18 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("jetstream: server (store %s): JetStream did not start", cfg.StoreDir)
 	}
-	return &Server{srv: srv}, nil
+	return &Server{srv: srv, creds: creds}, nil
+}
+
+// redactURL is r without the password of its user information.
+func redactURL(r string) string {
+	if u, err := url.Parse(r); err == nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndex(r, "@"); at >= 0 {
+		return "***" + r[at:]
+	}
+	return r
 }
 
 // writable makes sure dir exists and a file can be created in it: a
@@ -172,9 +216,12 @@ func (*fatalLog) Errorf(string, ...any)  {}
 func (*fatalLog) Debugf(string, ...any)  {}
 func (*fatalLog) Tracef(string, ...any)  {}
 
-// Connect opens an in-process client connection (no socket).
+// Connect opens an in-process client connection (no socket), as
+// AdminUser. Its reply subjects are not under _INBOX.> (where ReaderUser
+// may subscribe).
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{nats.InProcessServer(s.srv), nats.MaxReconnects(-1)}, opts...)
+	opts = append([]nats.Option{nats.InProcessServer(s.srv), nats.MaxReconnects(-1),
+		nats.UserInfo(AdminUser, s.creds.Admin), nats.CustomInboxPrefix(nodeInbox)}, opts...)
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: connect in-process: %w", err)
@@ -182,8 +229,32 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// ClientURL is the server's client URL ("" when it does not listen).
-func (s *Server) ClientURL() string { return s.srv.ClientURL() }
+// ClientURL is the server's client URL ("" when it does not listen) with
+// AdminUser's credentials in it: a secret, not for logs (Addr has none).
+func (s *Server) ClientURL() string {
+	raw := s.Addr()
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.User = url.UserPassword(AdminUser, s.creds.Admin)
+	return u.String()
+}
+
+// Addr is the server's client URL without credentials ("" when it does
+// not listen).
+func (s *Server) Addr() string {
+	if s.srv.Addr() == nil {
+		return ""
+	}
+	return s.srv.ClientURL()
+}
+
+// Credentials are the passwords of the server's users.
+func (s *Server) Credentials() Credentials { return *s.creds }
 
 // ClusterAddr is the server's cluster listener, for other members' routes.
 func (s *Server) ClusterAddr() string {
