@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -478,18 +479,53 @@ func (x *api) events(w http.ResponseWriter, r *http.Request, principal string) {
 		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
 		return
 	}
+	// A client that reconnects (an EventSource does by itself) resumes
+	// after the last event it received: the events' IDs are their
+	// sequences in the log.
+	var after uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid", "Last-Event-ID %q: want the id of an event of this stream (a log sequence)", v)
+			return
+		}
+		after = n
+	}
 	st, err := x.a.js.Stream(r.Context(), "CAIRN")
 	if x.nodeError(w, err) {
 		return
 	}
-	cons, err := st.OrderedConsumer(r.Context(), njs.OrderedConsumerConfig{FilterSubjects: []string{events.RunAll(e.SessionID, e.RunID)}, DeliverPolicy: njs.DeliverAllPolicy})
-	if x.nodeError(w, err) {
-		return
+	cfg := njs.OrderedConsumerConfig{FilterSubjects: []string{events.RunAll(e.SessionID, e.RunID)}, DeliverPolicy: njs.DeliverAllPolicy}
+	ended := false
+	if after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = njs.DeliverByStartSequencePolicy, after+1
+		// The client may have had the run's last event already: then
+		// there is nothing to wait for.
+		last, err := st.GetLastMsgForSubject(r.Context(), events.RunAll(e.SessionID, e.RunID))
+		if err != nil && !errors.Is(err, njs.ErrMsgNotFound) {
+			x.nodeError(w, err)
+			return
+		}
+		if last != nil && last.Sequence <= after {
+			subj, perr := events.ParseSubject(last.Subject)
+			ended = perr == nil && subj.Kind.Final()
+		}
+	}
+	var cons njs.Consumer
+	if !ended {
+		if cons, err = st.OrderedConsumer(r.Context(), cfg); x.nodeError(w, err) {
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
+	if ended {
+		fmt.Fprint(w, "event: end\ndata: {}\n\n")
+		flusher.Flush()
+		return
+	}
 	it, err := cons.Messages()
 	if err != nil {
 		return

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,8 +52,17 @@ func call(t *testing.T, method, url, token, body string) (int, map[string]any) {
 // sse reads a run's event stream to its end and returns the event types.
 func sse(t *testing.T, base, token, run string) ([]string, []uint64) {
 	t.Helper()
+	return sseFrom(t, base, token, run, "")
+}
+
+// sseFrom reads a run's events after the one with ID lastID (none: all).
+func sseFrom(t *testing.T, base, token, run, lastID string) ([]string, []uint64) {
+	t.Helper()
 	req, _ := http.NewRequest("GET", base+"/v1/runs/"+run+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
@@ -130,6 +140,18 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if types[0] != "cairn.run.created" || !contains(types, "cairn.lease.acquired") || !contains(types, "cairn.checkpoint.committed") {
 		t.Fatalf("event types = %v", types)
+	}
+	// A reconnecting client resumes after the last event it had (it got
+	// the whole stream again before).
+	resumed, resumedIDs := sseFrom(t, base, "alice-token", run, strconv.FormatUint(ids[2], 10))
+	if !slices.Equal(resumedIDs, ids[3:]) || !slices.Equal(resumed, types[3:]) {
+		t.Fatalf("resumed after id %d: %v %v; want %v %v", ids[2], resumed, resumedIDs, types[3:], ids[3:])
+	}
+	if resumed, _ := sseFrom(t, base, "alice-token", run, strconv.FormatUint(ids[len(ids)-1], 10)); !slices.Equal(resumed, []string{"end"}) {
+		t.Fatalf("resumed after the run's last event: %v; want the end alone", resumed)
+	}
+	if status, _ := call(t, "GET", base+"/v1/runs/"+run+"/events", "alice-token", ""); status != 200 {
+		t.Fatalf("events without Last-Event-ID: %d", status)
 	}
 	status, shown := call(t, "GET", base+"/v1/runs/"+run, "alice-token", "")
 	if status != 200 || shown["status"] != "completed" || len(shown["children"].([]any)) != 2 || shown["usage"].(map[string]any)["steps"].(float64) != 7 {
