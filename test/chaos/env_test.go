@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,6 +19,10 @@ import (
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 	"github.com/cairn-agents/cairn/test/chaos"
 )
+
+// chaosRouteSecret authenticates the routes between the clustered nodes'
+// embedded NATS servers (CAIRN_NATS_ROUTE_SECRET).
+const chaosRouteSecret = "chaos-test-route-secret-0123456789"
 
 // env is one topology's processes for one seed.
 type env struct {
@@ -188,6 +193,15 @@ func newEnv(t *testing.T, topo chaos.Topology, seed int64, diskMB int) *env {
 			}
 			p.args = append(p.args, "--node-name", p.name, "--nats-cluster", fmt.Sprintf("127.0.0.1:%d", p.route), "--nats-routes", strings.Join(routes, ","),
 				"--member-ttl", topo.MemberTTL.String(), "--member-heartbeat", memberHeartbeat.String())
+			// The routes' shared secret (the environment only): the
+			// process harness passes no CAIRN_ variable on, so env(1) sets
+			// it and execs the node (same process, same pid).
+			envBin, err := exec.LookPath("env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.args = append([]string{"CAIRN_NATS_ROUTE_SECRET=" + chaosRouteSecret, p.bin}, p.args...)
+			p.bin = envBin
 		}
 	}
 	for _, p := range e.procs() {

@@ -123,6 +123,8 @@ func (c *testCluster) start(i int) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// The routes' shared secret, the same on every node.
+	cmd.Env = append(cmd.Env, "CAIRN_NATS_ROUTE_SECRET=cluster-test-route-secret-0123456789")
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
