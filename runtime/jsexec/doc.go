@@ -120,7 +120,13 @@
 // scripts are lost") and the next script starts a fresh worker. The same
 // holds for a script stuck in a builtin that Interrupt cannot reach (a
 // backtracking regular expression): past the deadline the worker is killed.
-// Workers are always reaped, die with the parent (PDEATHSIG). A worker
+// Workers are always reaped, die with the parent (PDEATHSIG) and run in a
+// process group of their own (Linux), so a terminal's Ctrl-C reaches the host only
+// (which cancels the script and stops the worker itself). A worker that
+// dies mid-script without evidence of memory exhaustion is an "exception"
+// failure that says how it died: "the JavaScript worker was killed by
+// signal SIGINT from outside Cairn", "... crashed with signal ...",
+// "... exited unexpectedly ...", never a guessed limit. A worker
 // costs ~6 ms to start, ~80 us per trivial script and ~110 us per callback
 // round trip (bench_test.go).
 //

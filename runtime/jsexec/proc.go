@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cairn-agents/cairn/runtime/jstool"
 )
 
 // stderrHead is how much of a worker's stderr is kept to explain its death:
@@ -40,8 +42,9 @@ type proc struct {
 	stderr     []byte
 	stderrDone chan struct{}
 
-	killOnce sync.Once
-	ready    *frame
+	killOnce   sync.Once
+	hostKilled bool // kill signalled it before it exited; written in killOnce
+	ready      *frame
 }
 
 // startProc starts a worker and completes the handshake.
@@ -202,7 +205,12 @@ func (p *proc) kill() {
 	p.killOnce.Do(func() {
 		close(p.quit)
 		if p.cmd.Process != nil {
-			_ = p.cmd.Process.Kill()
+			select {
+			case <-p.exited:
+			default:
+				// A SIGKILL that ends the process is then the host's own.
+				p.hostKilled = p.cmd.Process.Kill() == nil
+			}
 		}
 		<-p.exited
 		p.in.Close()
@@ -267,4 +275,30 @@ func (p *proc) outOfMemory() bool {
 		}
 	}
 	return false
+}
+
+// deathFailure says why a worker died mid-script, from the evidence the
+// host has, and never guesses at memory without it: the worker's stderr
+// saying it ran out of memory (its address-space limit), the host having
+// killed it itself, or the signal that ended it. Call after kill or dead.
+func (p *proc) deathFailure(memoryBytes int64) *jstool.Failure {
+	note := p.deathNote()
+	if p.outOfMemory() {
+		return &jstool.Failure{Kind: "limit", Message: fmt.Sprintf("memory limit exceeded (%d MiB): the JavaScript worker ran out of memory and was stopped (%s); %s", memoryBytes>>20, note, lostGlobals)}
+	}
+	var msg string
+	sig, fault := exitSignal(p.cmd.ProcessState)
+	switch {
+	case p.hostKilled && (sig == "SIGKILL" || sig == ""): // "": no signal known (not Linux)
+		msg = fmt.Sprintf("the JavaScript worker stopped answering mid-script and Cairn killed it (%s)", note)
+	case sig != "" && fault:
+		msg = fmt.Sprintf("the JavaScript worker crashed with signal %s (%s)", sig, note)
+	case sig == "SIGKILL":
+		msg = fmt.Sprintf("the JavaScript worker was killed by signal SIGKILL from outside Cairn (%s; the kernel's out-of-memory killer also sends SIGKILL)", note)
+	case sig != "":
+		msg = fmt.Sprintf("the JavaScript worker was killed by signal %s from outside Cairn (%s)", sig, note)
+	default:
+		msg = fmt.Sprintf("the JavaScript worker exited unexpectedly (%s)", note)
+	}
+	return &jstool.Failure{Kind: "exception", Message: msg + "; " + lostGlobals}
 }

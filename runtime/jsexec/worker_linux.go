@@ -65,6 +65,47 @@ func vmSize() (uint64, error) {
 // workerSysProcAttr kills the worker when the thread that started it dies.
 // The parent starts workers from a goroutine locked to its thread for the
 // worker's lifetime, so that thread dies only with the parent process.
+// The worker runs in a process group of its own, so a signal sent to the
+// terminal's foreground group (Ctrl-C's SIGINT, Ctrl-\'s SIGQUIT) reaches
+// the host only, which then cancels and stops its workers itself. The host
+// kills a worker by its pid (the worker starts no process of its own).
 func workerSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}
+
+// signalNames are the names of the signals a worker may die of.
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGVTALRM: "SIGVTALRM",
+	syscall.SIGPROF: "SIGPROF", syscall.SIGSYS: "SIGSYS", syscall.SIGPWR: "SIGPWR",
+}
+
+// faultSignals are raised by the process's own faults or limits, not sent
+// by another process.
+var faultSignals = map[syscall.Signal]bool{
+	syscall.SIGILL: true, syscall.SIGTRAP: true, syscall.SIGABRT: true, syscall.SIGBUS: true,
+	syscall.SIGFPE: true, syscall.SIGSEGV: true, syscall.SIGSYS: true, syscall.SIGXCPU: true, syscall.SIGXFSZ: true,
+}
+
+// exitSignal names the signal that ended a reaped process (state is
+// cmd.ProcessState), "" if none did; fault reports a signal the process's
+// own fault or limit raises rather than one sent from outside.
+func exitSignal(state *os.ProcessState) (name string, fault bool) {
+	if state == nil {
+		return "", false
+	}
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return "", false
+	}
+	sig := ws.Signal()
+	name, ok = signalNames[sig]
+	if !ok {
+		name = fmt.Sprintf("signal %d", int(sig))
+	}
+	return name, faultSignals[sig]
 }

@@ -18,3 +18,7 @@ func limitAddressSpace(uint64) (uint64, uint64, error) {
 }
 
 func workerSysProcAttr() *syscall.SysProcAttr { return nil }
+
+// exitSignal is Linux only: elsewhere a worker's death is described by its
+// exit status alone.
+func exitSignal(*os.ProcessState) (name string, fault bool) { return "", false }

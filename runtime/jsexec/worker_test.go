@@ -37,8 +37,9 @@ func TestWorkerDeathRestarts(t *testing.T) {
 }
 
 // TestWorkerKilledMidScript: a worker killed from outside while its script
-// awaits a callback ends the script with a limit failure; the callback's
-// context is cancelled and the executor goes on.
+// awaits a callback ends the script with a failure that names the signal
+// and does not blame a limit; the callback's context is cancelled and the
+// executor goes on.
 func TestWorkerKilledMidScript(t *testing.T) {
 	leakCheck(t)
 	fk := newFake()
@@ -50,8 +51,66 @@ func TestWorkerKilledMidScript(t *testing.T) {
 		}
 	}
 	out := run(t, ex, "k", `await caps.echo({}); await caps.hang({}); return 1`)
-	checkStep(t, out, step{kind: "limit", says: []string{"worker died", "killed", "globals from earlier scripts are lost"}})
+	checkStep(t, out, step{kind: "exception", says: []string{"the JavaScript worker was killed by signal SIGKILL from outside Cairn", "globals from earlier scripts are lost"}})
+	if strings.Contains(out.Failure.Message, "resource limit") {
+		t.Errorf("failure message %q blames a resource limit", out.Failure.Message)
+	}
 	checkStep(t, run(t, ex, "after", `return 2`), step{want: `2`})
+}
+
+// TestWorkerHasItsOwnProcessGroup: a worker is not in the host's process
+// group, so a terminal's Ctrl-C (SIGINT to the foreground group) reaches
+// the host only.
+func TestWorkerHasItsOwnProcessGroup(t *testing.T) {
+	leakCheck(t)
+	ex := newTestExecutor(t, newTestFactory(t, ModeWorker, Limits{}), newFake())
+	run(t, ex, "up", `return 0`)
+	pid := ex.(*workerExecutor).pid()
+	pgid, err := syscall.Getpgid(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := syscall.Getpgid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid == own {
+		t.Errorf("worker %d is in the host's process group %d", pid, own)
+	}
+	if pgid != pid {
+		t.Errorf("worker %d is in process group %d, want its own", pid, pgid)
+	}
+}
+
+// TestWorkerInterruptedFromOutside: a worker killed by a SIGINT that Cairn
+// did not send, while its script spins, fails the script with a message
+// that names the signal and its origin and does not blame memory or a
+// resource limit; the next script runs in a fresh worker.
+func TestWorkerInterruptedFromOutside(t *testing.T) {
+	leakCheck(t)
+	ex := newTestExecutor(t, newTestFactory(t, ModeWorker, Limits{}), newFake())
+	w := ex.(*workerExecutor)
+	run(t, ex, "up", `return 0`)
+	pid := w.pid()
+	sent := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		sent <- syscall.Kill(pid, syscall.SIGINT)
+	}()
+	out := run(t, ex, "spin", `for (;;) {}`)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	checkStep(t, out, step{kind: "exception", says: []string{"the JavaScript worker was killed by signal SIGINT from outside Cairn", "globals from earlier scripts are lost"}})
+	for _, s := range []string{"resource limit", "memory"} {
+		if strings.Contains(out.Failure.Message, s) {
+			t.Errorf("failure message %q says %q", out.Failure.Message, s)
+		}
+	}
+	checkStep(t, run(t, ex, "after", `return 2`), step{want: `2`})
+	if w.pid() == pid {
+		t.Errorf("worker %d not replaced", pid)
+	}
 }
 
 // TestWorkerHasNoAmbientAuthority (C42): a worker gets none of the host's

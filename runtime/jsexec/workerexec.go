@@ -185,7 +185,7 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 				o.Attachments = attachments
 				return o, e.interrupted(ectx)
 			}
-			return jstool.Outcome{Attachments: attachments, Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s and did not stop; %s", lim.Timeout, lostGlobals)}}, nil
+			return jstool.Outcome{Attachments: attachments, Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s and did not stop, so Cairn killed its JavaScript worker; %s", lim.Timeout, lostGlobals)}}, nil
 		}
 	}
 }
@@ -199,13 +199,9 @@ func (e *workerExecutor) died(ectx context.Context, p *proc, attachments []model
 		o.Attachments = attachments
 		return o, e.interrupted(ectx)
 	}
-	note := p.deathNote()
-	e.s.log.Warn("jsexec: worker died", "pid", p.pid, "note", note)
-	msg := fmt.Sprintf("memory limit exceeded (%d MiB): the JavaScript worker ran out of memory and was stopped (%s); %s", e.s.limits.MemoryBytes>>20, note, lostGlobals)
-	if !p.outOfMemory() {
-		msg = fmt.Sprintf("the JavaScript worker died (%s), most likely exceeding a resource limit (memory %d MiB); %s", note, e.s.limits.MemoryBytes>>20, lostGlobals)
-	}
-	return jstool.Outcome{Attachments: attachments, Failure: &jstool.Failure{Kind: "limit", Message: msg}}, nil
+	f := p.deathFailure(e.s.limits.MemoryBytes)
+	e.s.log.Warn("jsexec: worker died", "pid", p.pid, "note", f.Message)
+	return jstool.Outcome{Attachments: attachments, Failure: f}, nil
 }
 
 // violation kills a worker that broke the protocol.
