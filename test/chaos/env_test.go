@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 	"github.com/cairn-agents/cairn/test/chaos"
 )
@@ -405,8 +406,15 @@ func (e *env) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if e.nats != nil {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", e.nats.client))
 	} else {
+		// Each node's server has its own credentials, in its data
+		// directory: the audit reads as each one's reader, the least
+		// privilege an event-stream consumer has.
 		for _, p := range e.nodes {
-			urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", p.client))
+			c, err := cjs.LoadCredentials(filepath.Join(p.data, "nats-credentials.json"))
+			if err != nil {
+				return nil, nil, err
+			}
+			urls = append(urls, fmt.Sprintf("nats://reader:%s@127.0.0.1:%d", c.Reader, p.client))
 		}
 	}
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))

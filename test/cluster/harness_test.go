@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/cluster/clustertest"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
@@ -365,7 +365,11 @@ func (c *testCluster) report(live ...int) *clustertest.Report {
 func (c *testCluster) tryReport(timeout time.Duration, live ...int) (*clustertest.Report, error) {
 	var urls []string
 	for _, i := range live {
-		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(c.nodes[i].client))
+		u, err := readerURL(filepath.Join(c.nodes[i].dir, "data"), c.nodes[i].client)
+		if err != nil {
+			return nil, err
+		}
+		urls = append(urls, u)
 	}
 	nc, err := nats.Connect(strings.Join(urls, ","))
 	if err != nil {
@@ -454,4 +458,16 @@ func commitRate(rep *clustertest.Report) (commits int, perSecond float64) {
 		perSecond = float64(commits) / d
 	}
 	return commits, perSecond
+}
+
+// readerURL is the client URL of a node's embedded server with the
+// node's reader credentials (each node has its own, in its data
+// directory): the audit reads the log as an event-stream consumer would,
+// with the least privilege.
+func readerURL(data string, port int) (string, error) {
+	c, err := cjs.LoadCredentials(filepath.Join(data, "nats-credentials.json"))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("nats://reader:%s@127.0.0.1:%d", c.Reader, port), nil
 }
