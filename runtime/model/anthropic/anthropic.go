@@ -79,7 +79,9 @@ func (m *Model) ValidateOptions(raw json.RawMessage) error {
 // and ErrRequest before anything is sent; *APIError (ErrAPI) for an error
 // status after the retries; ErrResponse for a response it cannot use,
 // together with a Response carrying the usage when the server reported
-// one (C34); the context's error, wrapped, when ctx ends.
+// one (C34); the context's error, wrapped, when ctx ends. ErrOptions,
+// ErrRequest, ErrResponse and an *APIError that was not retried match
+// model.ErrPermanent: the same request cannot succeed later.
 func (m *Model) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
 	o, err := ParseOptions(req.Options)
 	if err != nil {

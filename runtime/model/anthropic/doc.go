@@ -49,12 +49,15 @@
 //     raw usage in Meta[MetaUsage]. A 200 response it cannot use returns a
 //     Response with the usage and an error wrapping ErrResponse, so
 //     model.WithUsage records it (C34).
-//  3. Retries: 429, 5xx (529 overloaded included), connection errors and
-//     attempt timeouts, at most Config.MaxRetries times and
-//     Config.RetryMaxWait of waiting in total, honouring Retry-After
-//     exactly, otherwise an exponential backoff with jitter. Other 4xx,
-//     malformed responses and a cancelled context end the call at once.
-//     The SDK's own retries are off.
+//  3. Retries: 408, 409, 429, 5xx (529 overloaded included), a response
+//     saying x-should-retry: true, connection errors and attempt
+//     timeouts, at most Config.MaxRetries times and Config.RetryMaxWait
+//     of waiting in total, honouring Retry-After exactly, otherwise an
+//     exponential backoff with jitter. The SDK's own retries are off, so
+//     each attempt is one HTTP request. Other 4xx (400, 401, 403, 404,
+//     422...), malformed responses, invalid options and requests are
+//     tried once and match model.ErrPermanent; a cancelled context ends
+//     the call at once and is not permanent, nor are retries run out.
 //  4. stop_reason "refusal" adds a text part starting with RefusalPrefix
 //     (the stop details in Part.Meta[MetaRefusal]); "max_tokens" returns
 //     the message as far as it got, with a cut-off tool call kept as sent.

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
@@ -49,7 +50,8 @@ var optionNames = []string{"temperature", "top_p", "top_k", "stop_sequences", "t
 
 var adapterOwned = []string{"model", "messages", "system", "tools", "max_tokens", "stream"}
 
-// OptionError is an invalid provider option. It matches ErrOptions.
+// OptionError is an invalid provider option. It matches ErrOptions and
+// model.ErrPermanent.
 type OptionError struct {
 	// Option is the option's key; empty when the options as a whole are
 	// invalid (not a JSON object).
@@ -65,8 +67,10 @@ func (e *OptionError) Error() string {
 	return fmt.Sprintf("anthropic: invalid options: option %q: %s", e.Option, e.Reason)
 }
 
-// Is reports whether target is ErrOptions.
-func (e *OptionError) Is(target error) bool { return target == ErrOptions }
+// Is reports whether target is ErrOptions or model.ErrPermanent.
+func (e *OptionError) Is(target error) bool {
+	return target == ErrOptions || target == model.ErrPermanent
+}
 
 func optErr(option, format string, args ...any) error {
 	return &OptionError{Option: option, Reason: fmt.Sprintf(format, args...)}

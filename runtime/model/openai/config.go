@@ -82,8 +82,8 @@ type Config struct {
 	// body). Zero means DefaultRequestTimeout (10 minutes); a timed-out
 	// attempt is retried like a connection error.
 	RequestTimeout time.Duration
-	// MaxRetries is how many times a failed attempt (429, 5xx, a connection
-	// error or an attempt timeout) is retried. Zero means DefaultMaxRetries
+	// MaxRetries is how many times a failed attempt (408, 409, 429, 5xx, a
+	// connection error or an attempt timeout) is retried. Zero means DefaultMaxRetries
 	// (3); a negative value disables retries.
 	MaxRetries int
 	// RetryMaxWait bounds the total time spent waiting between attempts. A

@@ -50,12 +50,15 @@
 //     under "openai." keys; "cairn." keys and other adapters' keys are
 //     never read or sent. Text and arguments go back from the (redacted)
 //     parts, never from Meta.
-//  4. Retries: 429, 5xx, connection errors and attempt timeouts, at most
+//  4. Retries: 408, 409, 429, 5xx, a response saying x-should-retry:
+//     true, connection errors and attempt timeouts, at most
 //     Config.MaxRetries times and Config.RetryMaxWait of waiting in total,
 //     honouring Retry-After and retry-after-ms exactly, otherwise an
-//     exponential backoff with jitter. Other 4xx, malformed responses and
-//     a cancelled context end the call at once. The SDK's own retries are
-//     off.
+//     exponential backoff with jitter. The SDK's own retries are off, so
+//     each attempt is one HTTP request. Other 4xx (400, 401, 403, 404,
+//     422...), malformed responses, invalid options and requests are
+//     tried once and match model.ErrPermanent; a cancelled context ends
+//     the call at once and is not permanent, nor are retries run out.
 //  5. A refusal is a text part starting with RefusalPrefix, with the
 //     refusal in Part.Meta[MetaRefusal]; a max-tokens stop returns the
 //     message as far as it got, with StopReason "length" (chat) or

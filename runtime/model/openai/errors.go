@@ -6,10 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
-// Sentinels, matched with errors.Is.
+// Sentinels, matched with errors.Is. ErrOptions, ErrRequest and
+// ErrResponse also match model.ErrPermanent, as does an *APIError the
+// adapter did not retry (400, 401, 403, 404, 422...): sending the same
+// request again cannot succeed. An *APIError for a retryable status (408,
+// 409, 429, 5xx) does not, even when the retries ran out.
 var (
 	// ErrConfig marks an invalid Config (New, Config.Validate).
 	ErrConfig = errors.New("openai: invalid config")
@@ -19,13 +24,13 @@ var (
 	ErrOptions = errors.New("openai: invalid options")
 	// ErrRequest marks a request the adapter cannot express on the wire,
 	// such as a tool whose input schema is not JSON.
-	ErrRequest = errors.New("openai: invalid request")
+	ErrRequest = model.Permanent(errors.New("openai: invalid request"))
 	// ErrAPI marks an error status from the server (an *APIError).
 	ErrAPI = errors.New("openai: API error")
 	// ErrResponse marks a response the adapter cannot use: invalid JSON, a
 	// truncated body, a missing field, an unknown finish reason or status.
-	// It is fatal for the attempt (C23) and never retried.
-	ErrResponse = errors.New("openai: malformed response")
+	// It is fatal for the attempt (C23), never retried, and permanent.
+	ErrResponse = model.Permanent(errors.New("openai: malformed response"))
 )
 
 // APIError is an error status returned by the server. It matches ErrAPI.
@@ -53,7 +58,8 @@ func (e *APIError) Error() string {
 // Is reports whether target is ErrAPI.
 func (e *APIError) Is(target error) bool { return target == ErrAPI }
 
-// Retryable reports whether the status is one the adapter retries: 429 and
+// Retryable reports whether the status is one the adapter retries: 408,
+// 409, 429 and
 // every 5xx.
 func (e *APIError) Retryable() bool {
 	return provider.RetryableStatus(e.StatusCode)

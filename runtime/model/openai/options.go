@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
@@ -71,7 +72,8 @@ var optionAPIs = map[string]API{
 // adapterOwned are body fields extra_body may not set.
 var adapterOwned = []string{"model", "messages", "input", "instructions", "tools", "stream"}
 
-// OptionError is an invalid provider option. It matches ErrOptions.
+// OptionError is an invalid provider option. It matches ErrOptions and
+// model.ErrPermanent.
 type OptionError struct {
 	// Option is the option's key; empty when the options as a whole are
 	// invalid (not a JSON object).
@@ -87,8 +89,10 @@ func (e *OptionError) Error() string {
 	return fmt.Sprintf("openai: invalid options: option %q: %s", e.Option, e.Reason)
 }
 
-// Is reports whether target is ErrOptions.
-func (e *OptionError) Is(target error) bool { return target == ErrOptions }
+// Is reports whether target is ErrOptions or model.ErrPermanent.
+func (e *OptionError) Is(target error) bool {
+	return target == ErrOptions || target == model.ErrPermanent
+}
 
 func optErr(option, format string, args ...any) error {
 	return &OptionError{Option: option, Reason: fmt.Sprintf(format, args...)}

@@ -14,11 +14,13 @@ import (
 type sendFunc func(ctx context.Context, extra ...option.RequestOption) error
 
 // do sends one request through the shared retry loop (provider.Retrier.Do)
-// with the SDK's own retries off (the client is built with MaxRetries 0):
-// 429, 5xx, connection errors and attempt timeouts are retried, at most
+// with the SDK's own retries off (the client is built with MaxRetries 0, so
+// every attempt is one HTTP request): 408, 409, 429, 5xx, x-should-retry:
+// true, connection errors and attempt timeouts are retried, at most
 // MaxRetries times and for at most RetryMaxWait of waiting in total,
-// honouring Retry-After exactly. Other errors, and a cancelled ctx, end it
-// at once. It returns the body of the 2xx response.
+// honouring Retry-After exactly. Other errors end it after one attempt,
+// marked model.ErrPermanent; a cancelled ctx ends it at once. It returns
+// the body of the 2xx response.
 func (m *Model) do(ctx context.Context, send sendFunc) ([]byte, error) {
 	r := provider.Retrier{
 		Name:           "openai",

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,6 +50,8 @@ type fakeServer struct {
 	arrived chan struct{} // one value per request, after it is recorded
 	// hook, if set, runs before request n (from 0) is answered.
 	hook func(n int)
+	// hits counts the HTTP requests that reached the handler.
+	hits atomic.Int64
 }
 
 func newFakeServer(t testing.TB, replies ...reply) *fakeServer {
@@ -61,6 +64,7 @@ func newFakeServer(t testing.TB, replies ...reply) *fakeServer {
 func (f *fakeServer) URL() string { return f.srv.URL + "/v1" }
 
 func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	f.hits.Add(1)
 	raw, _ := io.ReadAll(r.Body)
 	rec := recorded{path: r.URL.Path, header: r.Header.Clone(), raw: raw}
 	_ = json.Unmarshal(raw, &rec.body)

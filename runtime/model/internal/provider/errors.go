@@ -90,9 +90,16 @@ func FormatAPIError(name string, status int, kind, message, requestID string) st
 }
 
 // RetryableStatus reports whether an error status is one the adapters
-// retry: 429 and every 5xx (Anthropic's 529 included).
+// retry, the statuses both providers' SDKs retry: 408 (request timeout),
+// 409 (conflict, e.g. a lock timeout), 429 and every 5xx (Anthropic's 529
+// included). Every other error status (400, 401, 403, 404, 422...) is
+// refused again however often it is sent.
 func RetryableStatus(status int) bool {
-	return status == http.StatusTooManyRequests || status >= 500
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
 }
 
 // Clip cuts s to at most n bytes on a rune boundary.

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/cairn-agents/cairn/runtime/model"
 )
 
 // The exponential backoff used when the server gives no Retry-After.
@@ -55,10 +57,15 @@ func (r *retryable) Error() string { return r.err.Error() }
 func (r *retryable) Unwrap() error { return r.err }
 
 // Do sends one request with the SDK's own retries off (the client is built
-// with MaxRetries 0) and retries it here: 429, 5xx, connection errors and
-// attempt timeouts, at most MaxRetries times and for at most RetryMaxWait
-// of waiting in total, honouring Retry-After exactly. Other errors, and a
-// cancelled ctx, end it at once. It returns the body of the 2xx response.
+// with MaxRetries 0, so every attempt is one HTTP request) and retries it
+// here: the statuses the provider's StatusError calls retryable (408, 409,
+// 429, 5xx for both adapters) or whose response says x-should-retry: true,
+// connection errors and attempt timeouts, at most MaxRetries times and for
+// at most RetryMaxWait of waiting in total, honouring Retry-After exactly.
+// Any other error ends it after one attempt and is returned marked
+// model.ErrPermanent: a 4xx the provider will refuse again, a malformed
+// response. A cancelled ctx ends it at once, and neither that nor running
+// out of retries is permanent. It returns the body of the 2xx response.
 func (r *Retrier) Do(ctx context.Context, send SendFunc) ([]byte, error) {
 	var waited time.Duration
 	for attempt := 1; ; attempt++ {
@@ -71,7 +78,7 @@ func (r *Retrier) Do(ctx context.Context, send SendFunc) ([]byte, error) {
 		}
 		var re *retryable
 		if !errors.As(err, &re) {
-			return nil, err
+			return nil, model.Permanent(err)
 		}
 		if attempt > r.MaxRetries {
 			if r.MaxRetries == 0 {
@@ -127,7 +134,7 @@ func (r *Retrier) attempt(ctx context.Context, send SendFunc) ([]byte, error) {
 		return nil, &retryable{err: fmt.Errorf("%s: %s", r.Name, r.Scrub(err.Error()))}
 	case res.StatusCode >= 400:
 		apiErr := r.APIError(res)
-		if apiErr.Retryable() && res.Header.Get("x-should-retry") != "false" {
+		if shouldRetry(apiErr, res.Header) {
 			after, asked := RetryAfter(res.Header, time.Now())
 			return nil, &retryable{err: apiErr, after: after, asked: asked}
 		}
@@ -141,6 +148,19 @@ func (r *Retrier) attempt(ctx context.Context, send SendFunc) ([]byte, error) {
 		return nil, fmt.Errorf("%w: unexpected HTTP %d", r.ErrResponse, res.StatusCode)
 	}
 	return body, nil
+}
+
+// shouldRetry reports whether an error status is retried: as the server
+// says in x-should-retry ("true" or "false", as the SDKs read it), else
+// as the provider's StatusError says.
+func shouldRetry(apiErr StatusError, h http.Header) bool {
+	switch h.Get("x-should-retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return apiErr.Retryable()
 }
 
 // Sleep waits for d or until ctx ends.
