@@ -61,7 +61,7 @@ func fabricated(t *testing.T, nc *nats.Conn, asyncErr <-chan error, run string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := nats.NewMsg("cairn.sess.s-" + run + ".run." + run + ".created")
+	msg := nats.NewMsg(events.RunCreatedSubject("s-"+run, run))
 	msg.Data = body
 	for k, v := range headers {
 		msg.Header.Set(k, v)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -211,12 +212,12 @@ func TestAuthReaderReadsButCannotWrite(t *testing.T) {
 
 	// Writes are refused: the fabricated event, a JetStream publish, a
 	// purge, another stream, the node's bucket.
-	if err := reader.Publish("cairn.sess.x.run.y.created", []byte(`{"type":"created"}`)); err != nil {
+	if err := reader.Publish(events.RunCreatedSubject("x", "y"), []byte(`{"type":"created"}`)); err != nil {
 		t.Fatal(err)
 	}
 	_ = reader.Flush()
 	pctx, pcancel := context.WithTimeout(ctx, time.Second)
-	_, err = js.Publish(pctx, "cairn.sess.x.run.y.created", []byte(`{}`))
+	_, err = js.Publish(pctx, events.RunCreatedSubject("x", "y"), []byte(`{}`))
 	pcancel()
 	if err == nil {
 		t.Fatal("JetStream publish of a created event acknowledged")
@@ -271,7 +272,7 @@ func TestAuthReaderReadsButCannotWrite(t *testing.T) {
 	if after := ast.CachedInfo().State.Msgs; after != before {
 		t.Fatalf("the log holds %d messages, had %d: the reader wrote", after, before)
 	}
-	if _, err := ast.GetLastMsgForSubject(ctx, "cairn.sess.x.run.y.created"); err == nil {
+	if _, err := ast.GetLastMsgForSubject(ctx, events.RunCreatedSubject("x", "y")); err == nil {
 		t.Fatal("the fabricated created event is stored")
 	}
 }
