@@ -1196,3 +1196,36 @@ func TestCloseCutShortByItsContext(t *testing.T) {
 		t.Errorf("subscriptions on the node's connection after Close: %d, before Start %d: Close left some behind", got, before)
 	}
 }
+
+// refusing answers every request with an error the provider marks
+// permanent (a 401, say), and counts the requests.
+type refusing struct{ n atomic.Int64 }
+
+func (r *refusing) Generate(context.Context, model.Request) (*model.Response, error) {
+	r.n.Add(1)
+	return nil, model.Permanent(errors.New("openai: 401 Unauthorized: invalid api key"))
+}
+
+// A model error that cannot succeed on retry fails the run after one
+// request: before, every attempt sent it again (6 requests with the
+// default retries, each spending a budget step).
+func TestPermanentModelErrorIsNotRetried(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	m := &refusing{}
+	h := &harness{nc: nc, parent: m, child: childModel{}, maxRetries: 3}
+	n := h.start(t)
+	defer closeNode(t, n)
+	sess, run, err := n.Run(context.Background(), "planner", "Plan.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, _, err := n.Result(ctx, sess, run)
+	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "401") {
+		t.Fatalf("= %s, %v; want failed with the provider's 401", st, err)
+	}
+	if got := m.n.Load(); got != 1 {
+		t.Fatalf("the model was asked %d times; a permanent error is not retried", got)
+	}
+}

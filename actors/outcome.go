@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -61,7 +62,11 @@ func waitCallID(res *runtime.Result) string {
 	return res.WaitCallID
 }
 
+// permanent reports an attempt's error that a retry cannot mend: the run
+// fails at once, without spending another attempt (and a budget step) on
+// it. A model error is permanent when the provider's answer says so (400,
+// 401, 403, 404, 422, a malformed response: model.ErrPermanent).
 func permanent(err error) bool {
 	return errors.Is(err, errPermanent) || errors.Is(err, ErrBudget) || errors.Is(err, runtime.ErrInvalidInput) ||
-		errors.Is(err, runtime.ErrContractMismatch)
+		errors.Is(err, runtime.ErrContractMismatch) || errors.Is(err, model.ErrPermanent)
 }
