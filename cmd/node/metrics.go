@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections/runindex"
@@ -26,6 +27,8 @@ type metrics struct {
 	parked        map[string]bool
 	completions   int64
 	modelRequests map[string]int64
+	modelSeconds  map[string]*histogram // by agent
+	modelErrors   map[[2]string]int64   // by agent and kind: permanent or transient
 	tokens        map[[2]string]int64
 	commits       map[string]*histogram // by how the commit was published
 	commitErrors  int64
@@ -37,6 +40,7 @@ type metrics struct {
 var (
 	commitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 	batchBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
+	modelBuckets  = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300}
 )
 
 type histogram struct {
@@ -46,7 +50,8 @@ type histogram struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, tokens: map[[2]string]int64{}, parked: map[string]bool{},
+	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, modelSeconds: map[string]*histogram{}, modelErrors: map[[2]string]int64{},
+		tokens: map[[2]string]int64{}, parked: map[string]bool{},
 		commits: map[string]*histogram{}, batchSizes: map[string]*histogram{}}
 }
 
@@ -127,9 +132,24 @@ func (m *metrics) model(agent string, inner model.Model) model.Model {
 }
 
 func (c countingModel) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	start := time.Now()
 	resp, err := c.inner.Generate(ctx, req)
+	took := time.Since(start).Seconds()
 	c.m.mu.Lock()
 	c.m.modelRequests[c.agent]++
+	h := c.m.modelSeconds[c.agent]
+	if h == nil {
+		h = &histogram{counts: make([]int64, len(modelBuckets))}
+		c.m.modelSeconds[c.agent] = h
+	}
+	h.observe(modelBuckets, took)
+	if err != nil {
+		kind := "transient"
+		if model.IsPermanent(err) {
+			kind = "permanent"
+		}
+		c.m.modelErrors[[2]string{c.agent, kind}]++
+	}
 	if resp != nil {
 		c.m.tokens[[2]string{c.agent, "input"}] += resp.Usage.InputTokens
 		c.m.tokens[[2]string{c.agent, "output"}] += resp.Usage.OutputTokens
@@ -161,6 +181,14 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	for _, k := range sortedKeys(m.modelRequests) {
 		fmt.Fprintf(w, "cairn_model_requests_total{agent=%q} %d\n", k, m.modelRequests[k])
 	}
+	fmt.Fprintln(w, "# HELP cairn_model_request_seconds Model request latency (the provider's answer, its retries included), by agent.\n# TYPE cairn_model_request_seconds histogram")
+	for _, k := range sortedKeys(m.modelSeconds) {
+		m.modelSeconds[k].write(w, "cairn_model_request_seconds", fmt.Sprintf("agent=%q,", k), modelBuckets)
+	}
+	fmt.Fprintln(w, "# HELP cairn_model_errors_total Model requests that failed, by agent and kind: permanent (the provider refused the request: 4xx, a malformed answer; not retried) or transient.\n# TYPE cairn_model_errors_total counter")
+	for _, k := range sortedPairs(m.modelErrors) {
+		fmt.Fprintf(w, "cairn_model_errors_total{agent=%q,kind=%q} %d\n", k[0], k[1], m.modelErrors[k])
+	}
 	fmt.Fprintln(w, "# HELP cairn_model_tokens_total Reported model tokens, by agent and kind.\n# TYPE cairn_model_tokens_total counter")
 	keys := make([][2]string, 0, len(m.tokens))
 	for k := range m.tokens {
@@ -182,6 +210,19 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		m.batchSizes[stream].write(w, "cairn_commit_batch_size", fmt.Sprintf("stream=%q,", stream), batchBuckets)
 	}
 	fmt.Fprintf(w, "# HELP cairn_commit_batch_fallbacks_total Batches refused or unacknowledged whose commits were published one by one.\n# TYPE cairn_commit_batch_fallbacks_total counter\ncairn_commit_batch_fallbacks_total %d\n", m.batchFallback)
+	writeProcessMetrics(w)
+}
+
+// sortedPairs is the keys of m in order.
+func sortedPairs[V any](m map[[2]string]V) [][2]string {
+	keys := make([][2]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+	})
+	return keys
 }
 
 func sortedKeys[V any](m map[string]V) []string {
