@@ -63,7 +63,8 @@ const recoveryTail = memberTTL
 
 // windows are the faults' times with their recoveries: a fault that
 // restarted a process lasts until that process was first seen ready, and
-// every fault a recoveryTail more.
+// every fault a recoveryTail more; and the outages of processes restarted
+// by their supervisor or the liveness probe.
 func (e *env) windows() []chaos.Window {
 	e.mu.Lock()
 	spans := append([]span(nil), e.spans...)
@@ -83,6 +84,26 @@ func (e *env) windows() []chaos.Window {
 		s.p.mu.Unlock()
 		w.To = w.To.Add(recoveryTail)
 		out = append(out, w)
+	}
+	// A process the supervisor or the liveness probe started again (one
+	// that exited on a full disk, or hung) was out too: from when it went
+	// (a second before the supervisor's start, or the probe's window
+	// before its) until it was ready again.
+	for _, p := range e.procs() {
+		p.mu.Lock()
+		for _, l := range p.launches {
+			var before time.Duration
+			switch l.cause {
+			case "restarted by the supervisor after it exited":
+				before = 2 * time.Second
+			case "restarted by the liveness probe":
+				before = livenessWindow + time.Second
+			default:
+				continue
+			}
+			out = append(out, chaos.Window{From: l.at.Add(-before), To: l.at.Add(l.ready).Add(recoveryTail)})
+		}
+		p.mu.Unlock()
 	}
 	return out
 }
