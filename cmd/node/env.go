@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -35,6 +36,9 @@ func parseFlags(fs *flag.FlagSet, args []string, fromEnv ...string) error {
 			continue
 		}
 		if err := fs.Set(name, v); err != nil {
+			if strings.Contains(err.Error(), strconv.Quote(v)) { // the flag's own error names the value and what it wants
+				return envError{fmt.Errorf("%s: %w", envName(name), err)}
+			}
 			kind, _ := flag.UnquoteUsage(fs.Lookup(name))
 			if kind == "" || kind == "value" {
 				kind = "value of --" + name

@@ -319,7 +319,7 @@ func TestEnvironmentThatDoesNotParse(t *testing.T) {
 		{"CAIRN_MEMBER_TTL", "10", `CAIRN_MEMBER_TTL="10"`},
 		{"CAIRN_REPLICAS", "three", `CAIRN_REPLICAS="three"`},
 		{"CAIRN_CLUSTER", "yes please", `CAIRN_CLUSTER="yes please"`},
-		{"CAIRN_GROUP_COMMIT", "sometimes", `CAIRN_GROUP_COMMIT="sometimes"`},
+		{"CAIRN_GROUP_COMMIT", "sometimes", `CAIRN_GROUP_COMMIT: "sometimes": want adaptive, single or batch`},
 		{"CAIRN_TOKENS", "alice=tok1,s3cr3t-bare", "CAIRN_TOKENS: entry 2 has no '='"},
 		{"CAIRN_TOKENS", "alice=tok1,bob=tok1", `CAIRN_TOKENS: entry 2 (principal "bob"): its token is also "alice"'s`},
 		{"CAIRN_TOKENS", "=tok1", "CAIRN_TOKENS: entry 1 has no principal"},
