@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,27 +23,8 @@ import (
 // (--nats-listen); it returns the API's base URL and the NATS address.
 func servingNATS(t *testing.T, dir string) (string, string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
 	natsAddr := "127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
-	o := serveOptions{nodeOptions: nodeOptions{agentsDir: "../../examples/agents", data: dir, logger: slog.New(slog.DiscardHandler),
-		cluster: clusterOptions{natsListen: natsAddr, embedded: &embedded{}}},
-		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
-	go func() { done <- serve(ctx, o, ready) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case addr := <-ready:
-		return "http://" + addr, "nats://" + natsAddr
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	return "", ""
+	return servingWith(t, dir, clusterOptions{natsListen: natsAddr, embedded: &embedded{}}), "nats://" + natsAddr
 }
 
 // fabricated publishes a created event of a run owned by alice, as an

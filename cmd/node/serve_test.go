@@ -22,10 +22,16 @@ import (
 // principals and returns its base URL.
 func serving(t *testing.T, dir string) string {
 	t.Helper()
+	return servingWith(t, dir, clusterOptions{})
+}
+
+// servingWith is serving with the given cluster and NATS options.
+func servingWith(t *testing.T, dir string, c clusterOptions) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	o := serveOptions{nodeOptions: nodeOptions{agentsDir: "../../examples/agents", data: dir, logger: slog.New(slog.DiscardHandler)},
+	o := serveOptions{nodeOptions: nodeOptions{agentsDir: "../../examples/agents", data: dir, logger: slog.New(slog.DiscardHandler), cluster: c},
 		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
 	go func() { done <- serve(ctx, o, ready) }()
 	t.Cleanup(func() {
