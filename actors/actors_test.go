@@ -96,6 +96,9 @@ type harness struct {
 	log slog.Handler
 	// clock runs the node's timers; nil is the wall clock.
 	clock clock.Clock
+	// waits is the clock of the node's transport waits; nil is the wall
+	// clock.
+	waits clock.Clock
 	// hooks of the node.
 	hooks actors.Hooks
 	// maxRetries of a failed attempt; zero is the node's default.
@@ -134,7 +137,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: idle, Logger: logger, Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
-		Clock: h.clock, Hooks: h.hooks, MaxRetries: h.maxRetries,
+		Clock: h.clock, Waits: h.waits, Hooks: h.hooks, MaxRetries: h.maxRetries,
 	})
 	if err != nil {
 		t.Fatal(err)

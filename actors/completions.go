@@ -125,14 +125,14 @@ func (c *completions) onError(_ jetstream.ConsumeContext, err error) {
 // opens it again while it is gone.
 func (c *completions) upkeep() {
 	defer close(c.done)
-	t := time.NewTicker(consumerCheck)
+	t := c.n.cfg.Waits.NewTicker(consumerCheck)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-c.poke:
-		case <-t.C:
+		case <-t.C():
 		}
 		for delay := 100 * time.Millisecond; c.gone(); delay = min(2*delay, consumerRetryMax) {
 			err := c.open(context.Background())
@@ -141,10 +141,12 @@ func (c *completions) upkeep() {
 				break
 			}
 			c.n.logger.Warn("actors: completion consumer is gone; opening it again", "in", delay, "err", err)
+			wait := c.n.cfg.Waits.NewTimer(delay)
 			select {
 			case <-c.stop:
+				wait.Stop()
 				return
-			case <-time.After(delay):
+			case <-wait.C():
 			}
 		}
 	}
@@ -181,11 +183,11 @@ func (c *completions) Stop() {
 	// Stop unsubscribes in the background: wait for it (bounded: a
 	// connection that is down may never confirm), so a closed node leaves
 	// no subscription on a connection its owner goes on using.
-	t := time.NewTimer(consumerOpTimeout)
+	t := c.n.cfg.Waits.NewTimer(consumerOpTimeout)
 	defer t.Stop()
 	select {
 	case <-cc.Closed():
-	case <-t.C:
+	case <-t.C():
 		c.n.logger.Warn("actors: the completion consumer did not confirm its stop")
 	}
 }

@@ -357,7 +357,7 @@ func (n *Node) rejoin(old *member) {
 			return
 		}
 		n.logger.Warn("actors: rejoin failed; retrying", "err", err, "in", delay)
-		time.Sleep(delay) // the wall clock, not Config.Clock: it waits for a transport
+		n.sleep(delay) // Config.Waits, not Config.Clock: it waits for a transport
 	}
 }
 

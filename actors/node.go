@@ -100,10 +100,16 @@ type Config struct {
 	Now func() time.Time
 	// Clock runs the node's timers and ages: the deadlines that wake
 	// parked runs, the sweep's ticker and the lease ages it compares, the
-	// backoff of a failed run's end; nil means the wall clock. A
-	// transport's retries (a request's, a rejoin's) stay on the wall
-	// clock: they wait for a connection or a member, not for a run's time.
+	// backoff of a failed run's end; nil means the wall clock.
 	Clock clock.Clock
+	// Waits is the clock of the node's waits on its transport: the
+	// backoffs of a request, a rejoin and a Result that reads through an
+	// outage, the completion consumer's upkeep, the age of a readiness
+	// probe's answer and the drain bound of Close; nil means the wall
+	// clock. It is apart from Clock so that a test which drives a run's
+	// time counts only the run's timers on it, and a test of a transport
+	// wait moves that wait alone.
+	Waits clock.Clock
 	// MaxRetries of an attempt that failed with an error that is not a
 	// budget, input or contract error; zero means 5. Then the run fails.
 	MaxRetries int
@@ -222,6 +228,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = cfg.Clock.Now
+	}
+	if cfg.Waits == nil {
+		cfg.Waits = clock.Real{}
 	}
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 5
@@ -452,13 +461,12 @@ func (n *Node) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { n.attempts.Wait(); close(done) }()
 	var cut error
-	// Wall time, not the node's clock: a process that shuts down answers
-	// to its supervisor's kill timeout, which an injected clock does not
-	// move.
-	drain := time.NewTimer(n.cfg.DrainTimeout)
+	// The waits' clock, not the runs': a process that shuts down answers
+	// to its supervisor's kill timeout, not to a run's time.
+	drain := n.cfg.Waits.NewTimer(n.cfg.DrainTimeout)
 	select {
 	case <-done:
-	case <-drain.C:
+	case <-drain.C():
 		n.logger.Warn("actors: attempts still running after the drain timeout; cancelling them")
 	case <-ctx.Done():
 		n.logger.Warn("actors: the drain was cut short; cancelling the attempts still running", "err", ctx.Err())
@@ -682,14 +690,14 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 		default:
 			outage = 0
 		}
-		t := time.NewTimer(again)
+		t := n.cfg.Waits.NewTimer(again)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return "", nil, ctx.Err()
 		case <-ch:
 		case <-finished:
-		case <-t.C:
+		case <-t.C():
 		}
 		t.Stop()
 	}
@@ -814,7 +822,7 @@ func (n *Node) request(id string, msg any) bool {
 			// Possibly removed by the others already: its routing is not to
 			// be trusted (a message it delivered to itself would be lost
 			// with its actors). Wait until it is current or has rejoined.
-			time.Sleep(delay)
+			n.sleep(delay)
 			delay = min(2*delay, 2*time.Second)
 			continue
 		}
@@ -833,11 +841,17 @@ func (n *Node) request(id string, msg any) bool {
 			return false
 		}
 		n.logger.Debug("actors: request not delivered, retrying", "identity", id, "err", err)
-		time.Sleep(delay)
+		n.sleep(delay)
 		delay = min(2*delay, 2*time.Second)
 	}
 	n.logger.Warn("actors: request not delivered", "identity", id)
 	return false
+}
+
+// sleep waits d on the waits' clock (Config.Waits).
+func (n *Node) sleep(d time.Duration) {
+	t := n.cfg.Waits.NewTimer(d)
+	<-t.C()
 }
 
 // wakeAt wakes a run at a time (a wait's deadline).

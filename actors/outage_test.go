@@ -13,6 +13,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
@@ -301,4 +302,49 @@ func TestCompletionsSurviveAConsumerDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	result(t, n, sess, run)
+}
+
+// A readiness probe's answer stands for a second of the waits' clock
+// (Config.Waits), then the next caller probes again: a /readyz polled in
+// a loop costs one write a second, and an answer is never older than that.
+func TestReadinessProbeAnswerStandsASecond(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	waits := clock.NewFake(time.Now())
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}, waits: waits}
+	n := h.start(t)
+	t.Cleanup(func() { closeNode(t, n) })
+	js, _ := njs.New(nc)
+	probes := func() uint64 {
+		t.Helper()
+		s, err := js.Stream(context.Background(), "KV_cairn_ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().State.LastSeq
+	}
+	ready := func() {
+		t.Helper()
+		if ok, why := n.Ready(context.Background()); !ok {
+			t.Fatalf("not ready: %s", why)
+		}
+	}
+	eventually(t, "ready", func() bool { ok, _ := n.Ready(context.Background()); return ok })
+	before := probes()
+	for range 5 {
+		ready()
+	}
+	if got := probes(); got != before {
+		t.Fatalf("%d probe writes within the second of the last; want none", got-before)
+	}
+	waits.Advance(time.Second - time.Nanosecond)
+	ready()
+	if got := probes(); got != before {
+		t.Fatalf("%d probe writes before the second passed; want none", got-before)
+	}
+	waits.Advance(time.Nanosecond)
+	ready()
+	ready()
+	if got := probes(); got != before+1 {
+		t.Fatalf("%d probe writes once the second passed; want one", got-before)
+	}
 }

@@ -121,14 +121,14 @@ func (n *Node) probe(ctx context.Context, member string) (bool, string) {
 	r := &n.ready
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.at.IsZero() && time.Since(r.at) < probeReuse {
+	if !r.at.IsZero() && n.cfg.Waits.Now().Sub(r.at) < probeReuse {
 		return r.ok, r.reason
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	key := keyOf(member) + "." + strconv.FormatUint(r.seq.Add(1), 36)
-	_, err := r.w.put(ctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-	r.at, r.ok, r.reason = time.Now(), err == nil, ""
+	_, err := r.w.put(ctx, key, []byte(n.cfg.Waits.Now().UTC().Format(time.RFC3339Nano)))
+	r.at, r.ok, r.reason = n.cfg.Waits.Now(), err == nil, ""
 	if err != nil {
 		r.reason = "a probe write to JetStream failed: " + err.Error()
 	}
