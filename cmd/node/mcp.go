@@ -312,9 +312,9 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 	fs.BoolVar(&o.noSync, "nosync", false, "embedded server without SyncAlways")
 	groupCommitFlag(fs, &o.groupCommit)
 	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
-	logFormat := fs.String("log", "text", "log format: text or json")
+	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
-	if err := parseFlags(fs, args, "agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "config"); err != nil {
+	if err := parseFlags(fs, args, "agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "log-level", "config"); err != nil {
 		return parseFailed(stderr, "node mcp", err)
 	}
 	if *config != "" {
@@ -323,11 +323,7 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 			return 2
 		}
 	}
-	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
-	if *logFormat == "json" {
-		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
-	}
-	o.logger = slog.New(h)
+	o.logger = logs.logger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := startApp(ctx, o)

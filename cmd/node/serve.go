@@ -50,10 +50,10 @@ func serveCmd(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8700", "HTTP address")
 	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	token := fs.String("token", "", "bearer token of the default principal")
-	logFormat := fs.String("log", "text", "log format: text or json")
+	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "config", "listen", "token"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "log-level", "config", "listen", "token"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
@@ -75,11 +75,7 @@ func serveCmd(args []string, stderr io.Writer) int {
 	if *token != "" {
 		o.tokens[*token] = "default"
 	}
-	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
-	if *logFormat == "json" {
-		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
-	}
-	o.logger = slog.New(h)
+	o.logger = logs.logger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, o, nil); err != nil {
