@@ -924,10 +924,13 @@ func (n *Node) finished(msg jetstream.Msg) {
 		// takes a handling slot (64 parents unreachable stall the node's
 		// completions).
 		stop := keepInProgress(n.cfg.Clock, msg)
+		began := n.cfg.Waits.Now()
 		delivered := n.request(identity(rec.ParentSessionID, rec.ParentRunID), &actorspb.ChildFinished{
 			SessionId: rec.ParentSessionID, RunId: rec.ParentRunID, ChildSessionId: sessionID, ChildRunId: runID, CallId: rec.ParentCallID,
 		})
 		stop()
+		n.logger.Debug("actors: a child's end told to its parent", "run", runID, "parent", rec.ParentRunID, "delivered", delivered,
+			"took", n.cfg.Waits.Now().Sub(began))
 		if !delivered {
 			_ = msg.NakWithDelay(time.Second)
 			return

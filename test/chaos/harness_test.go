@@ -136,6 +136,9 @@ func (p *proc) startLocked(cause string) error {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	if lvl := os.Getenv("CAIRN_CHAOS_LOG_LEVEL"); lvl != "" { // debug: the run lifecycle's events, each completion's delivery
+		cmd.Env = append(cmd.Env, "CAIRN_LOG_LEVEL="+lvl)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
