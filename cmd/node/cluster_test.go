@@ -129,6 +129,12 @@ func TestBootLock(t *testing.T) {
 	// takes the hold in its own name at once, and frees it when started.
 	b2, _, _ := lock("n2", 0)
 	try(b2, true)
+	// The killed incarnation's renewals ended with its process (here: its
+	// release, whose write, fenced on its own last, frees nothing).
+	b.release()
+	if got := last(); !strings.HasPrefix(got, "held n2@") {
+		t.Fatalf("after the killed incarnation's release: %s; want held n2 (the new one's)", got)
+	}
 	c, _, _ := lock("n3", 0)
 	try(c, false)
 	b2.release()

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cairn-agents/cairn/internal/leakcheck"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 )
 
@@ -19,7 +20,10 @@ func TestMain(m *testing.M) {
 		// This test binary plays the node in a subprocess.
 		os.Exit(dispatch(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// A goroutine of Cairn's own (or a NATS connection or server) that
+	// outlives the tests fails them (internal/leakcheck: goleak counts
+	// protoactor-go's own, which it leaves behind).
+	leakcheck.Main(m)
 }
 
 const example = "../../examples/agents/researcher.yaml"
