@@ -39,6 +39,16 @@ const (
 	consumerCheck = 30 * time.Second
 	// consumerRetryMax caps the backoff between tries to open it again.
 	consumerRetryMax = 10 * time.Second
+	// pullExpiry and pullHeartbeat are those of Consume's pull requests. A
+	// pull request lives on the consumer's leader only: when that server
+	// dies (kill -9 of a node with its embedded server, in a cluster),
+	// the request dies with it and nothing is delivered until Consume
+	// misses two heartbeats and pulls again. nats.go's defaults (30s
+	// expiry, 15s heartbeat) made that a 30s stall of every parent's
+	// wake; these make it 4s, for a pull request and a heartbeat every
+	// few seconds per node.
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
 )
 
 // completions delivers completions, cancellations and failures to parents
@@ -93,7 +103,8 @@ func (c *completions) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("actors: completion consumer: %w", err)
 	}
-	cc, err := cons.Consume(c.n.deliver, jetstream.ConsumeErrHandler(c.onError))
+	cc, err := cons.Consume(c.n.deliver, jetstream.ConsumeErrHandler(c.onError),
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return fmt.Errorf("actors: completion consumer: %w", err)
 	}

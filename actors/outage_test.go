@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -346,5 +347,42 @@ func TestReadinessProbeAnswerStandsASecond(t *testing.T) {
 	ready()
 	if got := probes(); got != before+1 {
 		t.Fatalf("%d probe writes once the second passed; want one", got-before)
+	}
+}
+
+// A pull request of the completion consumer lives on the consumer's
+// leader only: when that server dies (kill -9 of a node with its embedded
+// server, in a cluster) the request dies with it, and nothing is delivered
+// until Consume misses two heartbeats and pulls again. With nats.go's
+// defaults (a 30s expiry, a 15s heartbeat) parents were woken 27-40s
+// after their children ended (chaos seed 808184165); the node asks for a
+// heartbeat every 2s and a pull of at most 10s, so such a stall lasts 4s.
+func TestCompletionPullsAreShortAndBeat(t *testing.T) {
+	srv := natstest.Server(t)
+	watch := natstest.Connect(t, srv)
+	pulls := make(chan *nats.Msg, 100)
+	sub, err := watch.ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT.CAIRN.cairn_finished", pulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	outageNode(t, natstest.Connect(t, srv), threeChildren(), childModel{}, slog.DiscardHandler)
+	var pull struct {
+		Expires   time.Duration `json:"expires"`
+		Heartbeat time.Duration `json:"idle_heartbeat"`
+	}
+	select {
+	case m := <-pulls:
+		if err := json.Unmarshal(m.Data, &pull); err != nil {
+			t.Fatalf("pull request %q: %v", m.Data, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no pull request of the completion consumer within a minute of the node's start")
+	}
+	if pull.Expires <= 0 || pull.Expires > 10*time.Second || pull.Heartbeat <= 0 || pull.Heartbeat > 2*time.Second {
+		t.Fatalf("pull request: expires %v, heartbeat %v; want at most 10s and 2s", pull.Expires, pull.Heartbeat)
 	}
 }
