@@ -119,7 +119,7 @@ type Provider struct {
 	cfg Config
 	log *slog.Logger
 
-	c      *pcluster.Cluster
+	topo   Topology
 	self   entry
 	value  []byte
 	cancel context.CancelFunc
@@ -159,17 +159,42 @@ func NewProvider(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg, log: log, members: map[string]entry{}, expelled: make(chan struct{})}, nil
 }
 
+// Topology is what a provider gives each complete member list to:
+// protoactor-go's MemberList in a node; a recorder in the tests that run
+// the provider without an actor system (under the race detector, which
+// protoactor-go's cluster does not pass).
+type Topology interface {
+	UpdateClusterTopology(members pcluster.Members)
+}
+
 // StartMember creates this member's entry and starts the heartbeat, the
-// watch and the periodic resync.
+// watch and the periodic resync (Join, on the cluster's address, kinds and
+// member list).
 func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	host, port, err := c.ActorSystem.GetHostPort()
 	if err != nil {
 		return fmt.Errorf("cluster: member address: %w", err)
 	}
-	kinds := c.GetClusterKinds()
+	return p.Join(Self{ID: c.ActorSystem.ID, Host: host, Port: port, Kinds: c.GetClusterKinds()}, c.MemberList)
+}
+
+// Self is the member a provider serves: its ID, its address and the
+// kinds of actor it hosts.
+type Self struct {
+	ID    string
+	Host  string
+	Port  int
+	Kinds []string
+}
+
+// Join creates this member's entry and starts the heartbeat, the watch
+// and the periodic resync, which give each complete member list to topo.
+func (p *Provider) Join(self Self, topo Topology) error {
+	kinds := slices.Clone(self.Kinds)
 	sort.Strings(kinds)
-	p.c = c
-	p.self = entry{ID: c.ActorSystem.ID, Name: p.cfg.Name, Host: host, Port: port, Kinds: kinds}
+	p.topo = topo
+	p.self = entry{ID: self.ID, Name: p.cfg.Name, Host: self.Host, Port: self.Port, Kinds: kinds}
+	var err error
 	if p.value, err = json.Marshal(p.self); err != nil {
 		return fmt.Errorf("cluster: encode entry: %w", err)
 	}
@@ -185,7 +210,7 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	p.mu.Lock()
 	p.rev, p.beat = rev, time.Now()
 	p.mu.Unlock()
-	p.log.Info("cluster: member joined the bucket", "id", p.self.ID, "name", p.cfg.Name, "address", fmt.Sprintf("%s:%d", host, port))
+	p.log.Info("cluster: member joined the bucket", "id", p.self.ID, "name", p.cfg.Name, "address", fmt.Sprintf("%s:%d", self.Host, self.Port))
 	p.loops.Add(3)
 	go p.heartbeat(ctx)
 	go p.watch(ctx)
@@ -499,7 +524,7 @@ func (p *Provider) push(force bool) {
 	if changed {
 		p.log.Info("cluster: members", "self", p.self.ID, "members", sig)
 	}
-	p.c.MemberList.UpdateClusterTopology(list)
+	p.topo.UpdateClusterTopology(list)
 }
 
 func signature(list []*pcluster.Member) string {
