@@ -147,6 +147,9 @@ type Hooks struct {
 	// Sweep is called as a member's sweep begins; an error fails the
 	// sweep there.
 	Sweep func(first, full bool) error
+	// ResultWaits is called by Result each time it waits for the run to
+	// end, with how long it waits at most before it reads again.
+	ResultWaits func(runID string, again time.Duration)
 	// ServerClock maps the time read on JetStream's clock (the age of an
 	// unrecorded active-set entry is confirmed on it): a test that moves
 	// the node's clock (Config.Now) moves the server's with it here.
@@ -661,6 +664,14 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 		defer func() { _ = sub.Unsubscribe() }()
 	}
 	var outage time.Duration
+	// settle is the next wait after a finished message came and the read
+	// that followed still found the run active: a plain subscription gets
+	// a JetStream publish when the server receives it, possibly before the
+	// stream has stored it, and nothing else may come (the completion goes
+	// to the member that consumed it). Read again soon, backing off, until
+	// the store has it; a message the stream refused (a fenced-out
+	// writer's) ends the backoff at the safety net.
+	var settle time.Duration
 	var ch chan struct{}
 	// A watcher is removed by notify only on the member that handles the
 	// run's completion: each loop, and the return, remove this call's own.
@@ -689,6 +700,13 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 			return st.Status, st.Reply, nil
 		default:
 			outage = 0
+			if settle > 0 && settle < resultSettleMax {
+				again = settle
+				settle *= 2
+			}
+		}
+		if h := n.cfg.Hooks.ResultWaits; h != nil {
+			h(runID, again)
 		}
 		t := n.cfg.Waits.NewTimer(again)
 		select {
@@ -697,11 +715,19 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 			return "", nil, ctx.Err()
 		case <-ch:
 		case <-finished:
+			settle = resultSettleFirst
 		case <-t.C():
 		}
 		t.Stop()
 	}
 }
+
+// Bounds of Result's reads after a finished message (settle): the first
+// wait, and the wait past which it gives up to the safety net.
+const (
+	resultSettleFirst = 10 * time.Millisecond
+	resultSettleMax   = 5 * time.Second
+)
 
 // Usage returns the totals of a root run's budget.
 func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTokens, outputTokens int64, err error) {
