@@ -9,5 +9,6 @@ import (
 // TestMain fails the package when a goroutine outlives its tests: every
 // server, connection, consumer and writer a test starts is closed by it.
 func TestMain(m *testing.M) {
+	holdStore() // the helper process of TestStoreDirectoryHeldByAnother
 	goleak.VerifyTestMain(m)
 }

@@ -61,13 +61,16 @@ type ClusterConfig struct {
 type Server struct {
 	srv   *server.Server
 	creds *Credentials
+	lock  *dirLock
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until
 // it accepts connections. A store directory it cannot write (read-only, a
 // path through a file) is refused at once, naming the directory; so is
 // anything else that keeps JetStream from starting, with the server's own
-// reason.
+// reason. The server holds its store directory locked until Close: a second
+// server on it, in this process or another, is refused with an error
+// matching ErrStoreInUse that names the holder.
 func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("jetstream: server: StoreDir is required")
@@ -75,6 +78,22 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err := writable(cfg.StoreDir); err != nil {
 		return nil, err
 	}
+	lock, err := lockDir(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := startServer(cfg)
+	if err != nil {
+		_ = lock.release()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// startServer starts the server of StartServer, whose store directory is
+// writable and locked.
+func startServer(cfg ServerConfig) (*Server, error) {
 	host := cfg.Host
 	if host == "" {
 		host = "127.0.0.1"
@@ -313,7 +332,8 @@ func (s *Server) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return nil
+		// The store is the next server's only once this one stopped.
+		return s.lock.release()
 	case <-ctx.Done():
 		return fmt.Errorf("jetstream: server: still stopping: %w", ctx.Err())
 	}
