@@ -90,7 +90,11 @@ func (ix *Runs) Apply(e Event) error {
 	case events.CheckpointCommitted:
 		if e.Completed() {
 			en := ix.entry(e)
-			en.Status, en.Error, en.Updated = runtime.StatusCompleted, "", e.Time
+			st := runtime.StatusCompleted
+			if cp, err := e.Checkpoint(); err == nil {
+				st = runtime.RunStatus(st, cp.Reply)
+			}
+			en.Status, en.Error, en.Updated = st, "", e.Time
 		}
 	case events.RunEnded:
 		var end events.Ended

@@ -44,6 +44,23 @@ const (
 // Active reports whether the call has not finished.
 func (s CallStatus) Active() bool { return s == StatusRunning || s == StatusWaiting }
 
+// StatusNeedsInput is the status a run shows, to its operators and users,
+// when it completed with a needs_input reply: it ended, asking a question
+// that a new run in its session answers. The run index, the HTTP API, the
+// CLI, the run page and the MCP tools show it; a parent's call of such a
+// run is completed all the same (its reply says needs_input), and the log
+// records a completion.
+const StatusNeedsInput CallStatus = "needs_input"
+
+// RunStatus is the status a run shows: StatusNeedsInput for a completion
+// with a needs_input reply, st otherwise.
+func RunStatus(st CallStatus, reply *Reply) CallStatus {
+	if st == StatusCompleted && reply != nil && reply.Type == ReplyNeedsInput {
+		return StatusNeedsInput
+	}
+	return st
+}
+
 // AgentRunInfo is the durable handle of a child run. CallID, the tool-call ID
 // that spawned it, is the handle the model uses with get/wait/cancel.
 type AgentRunInfo struct {

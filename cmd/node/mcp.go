@@ -158,7 +158,7 @@ func (m *mcpTools) status(ctx context.Context, sessionID, runID, agent string) (
 	if err != nil {
 		return mcpRun{}, err
 	}
-	out := mcpRun{RunID: runID, SessionID: sessionID, Agent: agent, Status: string(st), Error: errText}
+	out := mcpRun{RunID: runID, SessionID: sessionID, Agent: agent, Status: string(runtime.RunStatus(st, reply)), Error: errText}
 	if reply != nil {
 		out.Reply = &mcpReply{Type: string(reply.Type), Question: reply.Question}
 		if len(reply.Output) > 0 {

@@ -146,7 +146,7 @@ func followToReply(t *testing.T, cs *sdk.ClientSession) (first, second mcpRun) {
 		t.Fatalf("start_run: %+v %s", started, msg)
 	}
 	asked, msg := callTool(t, cs, "get_run", map[string]any{"run_id": started.RunID, "wait_seconds": 60})
-	if msg != "" || asked.Status != "completed" || asked.Reply == nil || asked.Reply.Type != "needs_input" || asked.Reply.Question != "Which city?" {
+	if msg != "" || asked.Status != "needs_input" || asked.Reply == nil || asked.Reply.Type != "needs_input" || asked.Reply.Question != "Which city?" {
 		t.Fatalf("get_run: %+v %s", asked, msg)
 	}
 	next, msg := callTool(t, cs, "answer", map[string]any{"run_id": started.RunID, "message": "Oslo"})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections/runindex"
+	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -165,7 +166,7 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	if m.index != nil {
 		fmt.Fprintln(w, "# HELP cairn_runs Runs by status, from the run index.\n# TYPE cairn_runs gauge")
 		counts := m.index.Counts()
-		for _, st := range []runtime.CallStatus{runtime.StatusRunning, runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusCancelled} {
+		for _, st := range projections.RunStatuses {
 			fmt.Fprintf(w, "cairn_runs{status=%q} %d\n", st, counts[st])
 		}
 	}

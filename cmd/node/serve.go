@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/projections/runindex"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream"
@@ -382,8 +384,56 @@ func (x *api) nodeError(w http.ResponseWriter, err error) bool {
 	return true
 }
 
+// list answers GET /v1/runs?status=&agent=&parent=&since=&until=&q=&children=&cursor=&limit=
+// from the run index (never the log): the principal's runs, newest first,
+// a page at a time. A parameter that does not parse is a 400 naming it.
 func (x *api) list(w http.ResponseWriter, r *http.Request, principal string) {
-	x.writeView(w, http.StatusOK, map[string]any{"runs": x.ix.List(principal, r.URL.Query().Get("children") == "true")})
+	q, err := runQuery(r.URL.Query())
+	if err == nil {
+		q.Owner = principal
+		var page projections.RunPage
+		if page, err = x.ix.Query(q); err == nil {
+			x.writeView(w, http.StatusOK, page)
+			return
+		}
+	}
+	writeError(w, http.StatusBadRequest, "bad_query", "%v", err)
+}
+
+// runQuery reads a run query from URL parameters, naming the first that
+// does not parse (the index checks the values: statuses, the limit's
+// range, the cursor).
+func runQuery(v url.Values) (projections.RunQuery, error) {
+	q := projections.RunQuery{Agent: v.Get("agent"), Parent: v.Get("parent"), Q: v.Get("q"), Cursor: v.Get("cursor")}
+	for _, s := range v["status"] {
+		for _, st := range strings.Split(s, ",") {
+			if st = strings.TrimSpace(st); st != "" {
+				q.Statuses = append(q.Statuses, runtime.CallStatus(st))
+			}
+		}
+	}
+	var err error
+	if c := v.Get("children"); c != "" {
+		if q.Children, err = strconv.ParseBool(c); err != nil {
+			return q, fmt.Errorf("children: %q: want true or false", c)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		at   *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(p.name); s != "" {
+			if *p.at, err = time.Parse(time.RFC3339Nano, s); err != nil {
+				return q, fmt.Errorf("%s: %q: want an RFC 3339 time (2026-12-01T09:00:00Z)", p.name, s)
+			}
+		}
+	}
+	if l := v.Get("limit"); l != "" {
+		if q.Limit, err = strconv.Atoi(l); err != nil || q.Limit < 1 {
+			return q, fmt.Errorf("limit: %q: want 1 to %d", l, projections.MaxRunLimit)
+		}
+	}
+	return q, nil
 }
 
 func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
@@ -400,7 +450,7 @@ func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
 		return
 	}
 	x.writeView(w, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
-		"status": st, "reply": reply, "error": errText, "children": kids, "usage": usage})
+		"status": runtime.RunStatus(st, reply), "reply": reply, "error": errText, "children": kids, "usage": usage})
 }
 
 // runReader is what a run's view reads of the node (an *actors.Node).
@@ -424,11 +474,11 @@ func runDetails(ctx context.Context, runs runReader, e runindex.Entry) (kids []m
 	}
 	kids = make([]map[string]any, 0, len(children))
 	for _, c := range children {
-		cst, _, _, err := runs.Status(ctx, c.SessionID, c.RunID)
+		cst, creply, _, err := runs.Status(ctx, c.SessionID, c.RunID)
 		if err != nil {
 			return nil, nil, fmt.Errorf("status of child %s: %w", c.RunID, err)
 		}
-		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": c.Agent, "call_id": c.ParentCallID, "status": cst})
+		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": c.Agent, "call_id": c.ParentCallID, "status": runtime.RunStatus(cst, creply)})
 	}
 	return kids, map[string]int64{"steps": int64(steps), "input_tokens": in, "output_tokens": out}, nil
 }

@@ -48,5 +48,8 @@ func (ix *Index) Get(runID string) (Entry, bool) { return ix.ix.Get(runID) }
 // unless children is set.
 func (ix *Index) List(owner string, children bool) []Entry { return ix.ix.List(owner, children) }
 
+// Query returns a page of the runs q selects (projections.Runs.Query).
+func (ix *Index) Query(q projections.RunQuery) (projections.RunPage, error) { return ix.ix.Query(q) }
+
 // Counts returns the number of runs by status.
 func (ix *Index) Counts() map[runtime.CallStatus]int { return ix.ix.Counts() }
