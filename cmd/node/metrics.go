@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/events"
-	"github.com/cairn-agents/cairn/projections/runindex"
 	"github.com/cairn-agents/cairn/projections"
+	"github.com/cairn-agents/cairn/projections/runindex"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
