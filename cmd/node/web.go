@@ -13,8 +13,9 @@ import (
 	"github.com/cairn-agents/cairn/runtime"
 )
 
-// registerWeb adds the web view of a run to the node's HTTP API:
+// registerWeb adds the web views to the node's HTTP API:
 //
+//	GET  /ui/                       the list of runs (web_list.go; /ui/runs redirects to it)
 //	GET  /ui/runs/{run}             the page (static; it reads the bearer token from the URL fragment
 //	                                 #token=..., which browsers never send to the server)
 //	GET  /v1/runs/{run}/view        timeline, call tree and usage (?at=REV: up to a revision)
@@ -24,19 +25,27 @@ import (
 //
 // The page follows the run live through /v1/runs/{run}/events (SSE).
 func (x *api) registerWeb(mux *http.ServeMux) {
+	mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { writePage(w, runsPage) })
+	mux.HandleFunc("GET /ui/runs", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
 	mux.HandleFunc("GET /ui/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
 		if events.ValidID(r.PathValue("run")) != nil {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
-		_, _ = w.Write([]byte(runPage))
+		writePage(w, runPage)
 	})
 	mux.HandleFunc("GET /v1/runs/{run}/view", x.auth(x.view))
 	mux.HandleFunc("GET /v1/runs/{run}/transcript", x.auth(x.transcript))
 	mux.HandleFunc("POST /v1/runs/{run}/redrive", x.auth(x.redrive))
 	mux.HandleFunc("POST /v1/runs/{run}/fork", x.auth(x.fork))
+}
+
+// writePage writes one of the static pages: its scripts and styles inline,
+// everything else from this origin only.
+func writePage(w http.ResponseWriter, page string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	_, _ = w.Write([]byte(page))
 }
 
 // history loads an owned run's history; false when an answer was written.
