@@ -185,7 +185,15 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		replay.PrintChanges(w, replay.DiffStates(st, other))
+		// The earlier revision is the "-" side and the later the "+",
+		// whichever of --at and --diff names which, as diff(1) shows an
+		// older file and a newer one; the header names both.
+		from, to, a, b := at, rev, st, other
+		if rev < at {
+			from, to, a, b = rev, at, other, st
+		}
+		fmt.Fprintf(w, "--- run %s revision %d\n+++ run %s revision %d\n", h.Run.RunID, from, h.Run.RunID, to)
+		replay.PrintChanges(w, replay.DiffStates(a, b))
 		return nil
 	}
 	if o.json {

@@ -61,6 +61,16 @@ func TestReplayVerb(t *testing.T) {
 	if !strings.Contains(diff, "reply") {
 		t.Fatalf("diff of revision 1 and the last:\n%s", diff)
 	}
+	// The earlier revision is the "-" side, whichever flag names it (the
+	// --at revision was the "-" side before: --diff 1 showed the run going
+	// backwards).
+	if back := replayOut(t, 0, "--data", dir, "--diff", "1", run); back != diff {
+		t.Errorf("--diff 1 (at the last) and --at 1 --diff last differ:\n%s\n---\n%s", back, diff)
+	}
+	if !regexp.MustCompile(`^--- run \S+ revision 1\n\+\+\+ run \S+ revision [1-9][0-9]*\n`).MatchString(diff) ||
+		!regexp.MustCompile(`\nrevision\n  - 1\n  \+ [1-9][0-9]*\n`).MatchString(diff) {
+		t.Errorf("diff of revision 1 and the last, sides:\n%s", diff)
+	}
 	// A fork from revision 1 runs the task again on a node: same answer.
 	fork := replayOut(t, 0, "--data", dir, "--agents", agents, "--fork", "--at", "1", run)
 	if !regexp.MustCompile(`forked run fork-\S+ completed: .*"verdict":"refuted"`).MatchString(fork) {
