@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"net/url"
 	"strings"
 	"testing"
@@ -83,6 +84,19 @@ func TestRunsListFiltersAndPages(t *testing.T) {
 	}
 	if strings.Join(paged, " ") != all {
 		t.Errorf("pages of one: %v; want %s", paged, all)
+	}
+	// node runs ls passes the same filters.
+	var out, errb bytes.Buffer
+	if code := runsCmd([]string{"ls", "--api", base, "--token", "alice-token", "--status", "completed", "--limit", "1"}, &out, &errb); code != 0 {
+		t.Fatalf("runs ls: %d %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], alices[0]) || !strings.HasPrefix(lines[1], "more: node runs ls --cursor ") {
+		t.Errorf("runs ls --status completed --limit 1:\n%s", out.String())
+	}
+	out.Reset()
+	if code := runsCmd([]string{"ls", "--api", base, "--token", "alice-token", "--status", "done"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), `status: \"done\" is not a status`) && !strings.Contains(errb.String(), `status: "done" is not a status`) {
+		t.Errorf("runs ls --status done: exit %d, stderr %q", code, errb.String())
 	}
 	for _, tc := range []struct{ query, want string }{
 		{"status=done", `status: "done" is not a status`},

@@ -12,6 +12,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,21 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	key := fs.String("key", "", "start: the idempotency key (default: a new random one); a start retried with it returns the same run")
 	retryFor := fs.Duration("retry-for", time.Minute, "start: how long to retry refused connections and 5xx answers (with the same key)")
+	// ls: the filters of GET /v1/runs, passed as they are (the node checks them).
+	filters := map[string]*string{}
+	for _, f := range []struct{ name, usage string }{
+		{"status", "ls: runs in any of these statuses (running,needs_input,completed,failed,cancelled)"},
+		{"agent", "ls: runs of this agent"},
+		{"parent", "ls: the children of this run"},
+		{"children", "ls: true lists children as well as roots"},
+		{"since", "ls: created at or after this time (RFC 3339)"},
+		{"until", "ls: created before this time (RFC 3339)"},
+		{"q", "ls: runs whose run or session ID starts with this"},
+		{"limit", "ls: runs on a page (1 to 1000, default 100)"},
+		{"cursor", "ls: the page after the one that printed it"},
+	} {
+		filters[f.name] = fs.String(f.name, "", f.usage)
+	}
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "node runs: want start AGENT MESSAGE, ls, show RUN, tail RUN or cancel RUN")
 		return 2
@@ -71,13 +87,27 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	case "ls":
 		var out struct {
 			Runs []map[string]any `json:"runs"`
+			Next string           `json:"next_cursor,omitempty"`
 		}
-		if err = c.do("GET", "/v1/runs", nil, &out); err == nil {
+		q := url.Values{}
+		for name, v := range filters {
+			if *v != "" {
+				q.Set(name, *v)
+			}
+		}
+		path := "/v1/runs"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		if err = c.do("GET", path, nil, &out); err == nil {
 			if *asJSON {
 				return printJSON(stdout, out)
 			}
 			for _, r := range out.Runs {
-				fmt.Fprintf(stdout, "%-24v %-12v %-10v %v\n", r["run_id"], r["agent"], r["status"], r["created"])
+				fmt.Fprintf(stdout, "%-24v %-12v %-11v %v\n", r["run_id"], r["agent"], r["status"], r["created"])
+			}
+			if out.Next != "" {
+				fmt.Fprintf(stdout, "more: node runs ls --cursor %s (with the same filters)\n", out.Next)
 			}
 		}
 	case "show":
