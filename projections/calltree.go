@@ -108,7 +108,7 @@ func (t *CallTree) Apply(e Event) error {
 		r := t.run(e)
 		r.Revision = cp.Revision
 		if cp.Reply != nil {
-			r.Status = runtime.StatusCompleted
+			r.Status = runtime.RunStatus(runtime.StatusCompleted, cp.Reply)
 		}
 		index := make(map[string]int, len(r.Calls))
 		for i, c := range r.Calls {

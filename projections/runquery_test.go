@@ -15,15 +15,16 @@ import (
 
 // runLog builds a log for the run index, one event at a time.
 type runLog struct {
-	t   *testing.T
-	ix  *projections.Runs
-	f   *projections.Follower
-	seq uint64
+	t    *testing.T
+	ix   *projections.Runs
+	tree *projections.CallTree
+	fs   []*projections.Follower
+	seq  uint64
 }
 
 func newRunLog(t *testing.T) *runLog {
-	ix := projections.NewRuns()
-	return &runLog{t: t, ix: ix, f: projections.NewFollower(ix)}
+	ix, tree := projections.NewRuns(), projections.NewCallTree()
+	return &runLog{t: t, ix: ix, tree: tree, fs: []*projections.Follower{projections.NewFollower(ix), projections.NewFollower(tree)}}
 }
 
 func (l *runLog) offer(subject string, e events.Envelope, err error) {
@@ -32,8 +33,10 @@ func (l *runLog) offer(subject string, e events.Envelope, err error) {
 		l.t.Fatal(err)
 	}
 	l.seq++
-	if _, err := l.f.Offer(projections.Event{Seq: l.seq, Subject: subject, Envelope: e}); err != nil {
-		l.t.Fatal(err)
+	for _, f := range l.fs {
+		if _, err := f.Offer(projections.Event{Seq: l.seq, Subject: subject, Envelope: e}); err != nil {
+			l.t.Fatal(err)
+		}
 	}
 }
 
@@ -58,8 +61,8 @@ func (l *runLog) ended(run string, st runtime.CallStatus, at time.Time) {
 }
 
 // A run that completed asking a question shows needs_input, a status of
-// its own (it listed as completed before); one that completed with an
-// output shows completed.
+// its own, in the run index and the call tree (it showed completed
+// before); one that completed with an output shows completed.
 func TestRunIndexNeedsInput(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	l := newRunLog(t)
@@ -69,7 +72,10 @@ func TestRunIndexNeedsInput(t *testing.T) {
 	l.completed("answers", runtime.Reply{Type: runtime.ReplyOutput, Output: json.RawMessage(`{}`)}, at.Add(time.Second))
 	for run, want := range map[string]runtime.CallStatus{"asks": runtime.StatusNeedsInput, "answers": runtime.StatusCompleted} {
 		if e, _ := l.ix.Get(run); e.Status != want {
-			t.Errorf("%s: %s; want %s", run, e.Status, want)
+			t.Errorf("%s: %s in the run index; want %s", run, e.Status, want)
+		}
+		if r, _ := l.tree.Run(run); r.Status != want {
+			t.Errorf("%s: %s in the call tree; want %s", run, r.Status, want)
 		}
 	}
 	if c := l.ix.Counts(); c[runtime.StatusNeedsInput] != 1 || c[runtime.StatusCompleted] != 1 {
