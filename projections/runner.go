@@ -107,15 +107,25 @@ func Start(ctx context.Context, cfg Config, p Projection) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A pull request lives on the consumer's leader only: when that server
+	// dies, nothing is delivered until Consume misses two heartbeats and
+	// pulls again. nats.go's defaults made that up to 30s of a read model
+	// (the run index) that lags; these make it about 4s.
 	r.cc, err = cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		r.log.Debug("projections: consume", "projection", p.Name(), "err", err)
-	}))
+	}), jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("projections: %s: consume: %w", p.Name(), err)
 	}
 	go r.saver()
 	return r, nil
 }
+
+// The pull requests' expiry and heartbeat (see Start).
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
 
 // serverFilters are the consumer's filters. A projection with several
 // wildcard filters reads the whole stream and filters in the client:

@@ -3,6 +3,7 @@ package projections_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -238,5 +239,48 @@ func TestRunnerWaitForPastUnmatchedEvents(t *testing.T) {
 	})
 	if err := <-waited; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A runner's pull requests are short and beat often, ordered or durable: a
+// pull request dies with its consumer leader's server, and nothing is
+// delivered until Consume misses two heartbeats. With nats.go's defaults
+// (30s expiry, 15s heartbeat for a durable, 5s for an ordered consumer) a
+// read model lagged up to 30s after such a death.
+func TestRunnerPullsAreShortAndBeat(t *testing.T) {
+	for _, cfg := range []projections.Config{{}, {StateBucket: "CAIRN_PROJ_PULLS"}} {
+		t.Run(fmt.Sprintf("state bucket %q", cfg.StateBucket), func(t *testing.T) {
+			js := newLog(t)
+			pulls := make(chan *nats.Msg, 100)
+			sub, err := js.Conn().ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT.CAIRN.>", pulls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = sub.Unsubscribe() }()
+			if err := js.Conn().Flush(); err != nil {
+				t.Fatal(err)
+			}
+			cfg.JS = js
+			r, err := projections.Start(context.Background(), cfg, projections.NewCallTree())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(context.Background())
+			var pull struct {
+				Expires   time.Duration `json:"expires"`
+				Heartbeat time.Duration `json:"idle_heartbeat"`
+			}
+			select {
+			case m := <-pulls:
+				if err := json.Unmarshal(m.Data, &pull); err != nil {
+					t.Fatalf("pull request %q: %v", m.Data, err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("no pull request within a minute of the runner's start")
+			}
+			if pull.Expires <= 0 || pull.Expires > 10*time.Second || pull.Heartbeat <= 0 || pull.Heartbeat > 2*time.Second {
+				t.Fatalf("pull request: expires %v, heartbeat %v; want at most 10s and 2s", pull.Expires, pull.Heartbeat)
+			}
+		})
 	}
 }
