@@ -46,13 +46,48 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	var interrupted *interruptedError
 	switch {
 	case errors.As(err, &interrupted):
-		fmt.Fprintf(stderr, "\ninterrupted. Continue from the last commit with:\n  go run ./cmd/node run --data %s --resume %s %s\n", *data, interrupted.run, rest[0])
+		resumeArgs := []string{"run", "--data", *data}
+		fs.Visit(func(f *flag.Flag) { // the flags given that the continuation needs too
+			switch f.Name {
+			case "nats", "model", "nosync", "mcp-servers", "group-commit":
+				resumeArgs = append(resumeArgs, "--"+f.Name+"="+f.Value.String())
+			}
+		})
+		resumeArgs = append(resumeArgs, "--resume", interrupted.run, rest[0])
+		fmt.Fprintf(stderr, "\ninterrupted. Continue from the last commit with:\n  %s\n", commandLine(os.Args[0], resumeArgs))
 		return 130
 	case err != nil:
 		fmt.Fprintln(stderr, "node run:", err)
 		return 1
 	}
 	return 0
+}
+
+// commandLine is the command that runs this program with args, as a shell
+// reads it: "go run ./cmd/node" when the program is a binary `go run`
+// built (in the build cache's temporary directory), its path as invoked
+// otherwise. Arguments a shell would split or expand are quoted.
+func commandLine(argv0 string, args []string) string {
+	prog := shellQuote(argv0)
+	if strings.Contains(filepath.ToSlash(argv0), "/go-build") && filepath.Base(argv0) == "node" {
+		prog = "go run ./cmd/node"
+	}
+	parts := []string{prog}
+	for _, a := range args {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it has anything but plain
+// characters.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 type runOptions struct {
