@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -359,30 +358,9 @@ func TestReadinessProbeAnswerStandsASecond(t *testing.T) {
 // heartbeat every 2s and a pull of at most 10s, so such a stall lasts 4s.
 func TestCompletionPullsAreShortAndBeat(t *testing.T) {
 	srv := natstest.Server(t)
-	watch := natstest.Connect(t, srv)
-	pulls := make(chan *nats.Msg, 100)
-	sub, err := watch.ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT.CAIRN.cairn_finished", pulls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	next := natstest.Pulls(t, natstest.Connect(t, srv), "$JS.API.CONSUMER.MSG.NEXT.CAIRN.cairn_finished")
 	outageNode(t, natstest.Connect(t, srv), threeChildren(), childModel{}, slog.DiscardHandler)
-	var pull struct {
-		Expires   time.Duration `json:"expires"`
-		Heartbeat time.Duration `json:"idle_heartbeat"`
-	}
-	select {
-	case m := <-pulls:
-		if err := json.Unmarshal(m.Data, &pull); err != nil {
-			t.Fatalf("pull request %q: %v", m.Data, err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("no pull request of the completion consumer within a minute of the node's start")
-	}
-	if pull.Expires <= 0 || pull.Expires > 10*time.Second || pull.Heartbeat <= 0 || pull.Heartbeat > 2*time.Second {
+	if pull := next(); pull.Expires <= 0 || pull.Expires > 10*time.Second || pull.Heartbeat <= 0 || pull.Heartbeat > 2*time.Second {
 		t.Fatalf("pull request: expires %v, heartbeat %v; want at most 10s and 2s", pull.Expires, pull.Heartbeat)
 	}
 }

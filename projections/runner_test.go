@@ -3,7 +3,6 @@ package projections_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -251,34 +250,14 @@ func TestRunnerPullsAreShortAndBeat(t *testing.T) {
 	for _, cfg := range []projections.Config{{}, {StateBucket: "CAIRN_PROJ_PULLS"}} {
 		t.Run(fmt.Sprintf("state bucket %q", cfg.StateBucket), func(t *testing.T) {
 			js := newLog(t)
-			pulls := make(chan *nats.Msg, 100)
-			sub, err := js.Conn().ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT.CAIRN.>", pulls)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = sub.Unsubscribe() }()
-			if err := js.Conn().Flush(); err != nil {
-				t.Fatal(err)
-			}
+			next := natstest.Pulls(t, js.Conn(), "$JS.API.CONSUMER.MSG.NEXT.CAIRN.>")
 			cfg.JS = js
 			r, err := projections.Start(context.Background(), cfg, projections.NewCallTree())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r.Close(context.Background())
-			var pull struct {
-				Expires   time.Duration `json:"expires"`
-				Heartbeat time.Duration `json:"idle_heartbeat"`
-			}
-			select {
-			case m := <-pulls:
-				if err := json.Unmarshal(m.Data, &pull); err != nil {
-					t.Fatalf("pull request %q: %v", m.Data, err)
-				}
-			case <-time.After(time.Minute):
-				t.Fatal("no pull request within a minute of the runner's start")
-			}
-			if pull.Expires <= 0 || pull.Expires > 10*time.Second || pull.Heartbeat <= 0 || pull.Heartbeat > 2*time.Second {
+			if pull := next(); pull.Expires <= 0 || pull.Expires > 10*time.Second || pull.Heartbeat <= 0 || pull.Heartbeat > 2*time.Second {
 				t.Fatalf("pull request: expires %v, heartbeat %v; want at most 10s and 2s", pull.Expires, pull.Heartbeat)
 			}
 		})

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,13 +14,7 @@ import (
 // first, each a link to its page, filters them by status and by ID, and
 // pages them; the screenshot is kept for review.
 func TestRunsPageInChromium(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed (.ci/run installs it with apt-get)")
-		}
-		t.Skip("chromium is not installed; CI installs it")
-	}
+	load := headlessChromium(t, 8*time.Second)
 	base := serving(t, t.TempDir())
 	var runs []string // newest first
 	for range 2 {
@@ -36,16 +28,7 @@ func TestRunsPageInChromium(t *testing.T) {
 	}
 	headless := func(fragment string, args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, browser, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=8000"}, append(args, base+"/ui/#"+fragment)...)...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
-		}
-		return stdout.String()
+		return string(load(base+"/ui/#"+fragment, args...))
 	}
 	rows := regexp.MustCompile(`<tr class="run" data-run="([^"]+)"`)
 	listed := func(dom string) []string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,13 +61,7 @@ func TestWebViewAPI(t *testing.T) {
 // The page of a finished run in headless Chromium renders its steps, its
 // children and its completion; the screenshot is kept for review.
 func TestWebViewInChromium(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed (.ci/run installs it with apt-get)")
-		}
-		t.Skip("chromium is not installed; CI installs it")
-	}
+	load := headlessChromium(t, 20*time.Second)
 	base := serving(t, t.TempDir())
 	code, out := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"researcher","message":"Is the Great Wall visible from orbit?"}`)
 	if code != 201 {
@@ -75,18 +70,7 @@ func TestWebViewInChromium(t *testing.T) {
 	run := out["run_id"].(string)
 	sse(t, base, "alice-token", run)
 	url := base + "/ui/runs/" + run + "#token=alice-token"
-	headless := func(args ...string) []byte {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, browser, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=20000"}, append(args, url)...)...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
-		}
-		return stdout.Bytes()
-	}
+	headless := func(args ...string) []byte { return load(url, args...) }
 	dom := string(headless("--dump-dom"))
 	if !regexp.MustCompile(`data-rendered="[1-9]`).MatchString(dom) {
 		t.Fatalf("the page did not render the run:\n%.2000s", dom)
@@ -110,4 +94,32 @@ func TestWebViewInChromium(t *testing.T) {
 		t.Fatalf("screenshot %s: %d bytes, %v", shot, len(png), err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+}
+
+// headlessChromium returns what loads a URL in headless Chromium with
+// extra arguments (--dump-dom, --screenshot=...) and returns its output,
+// letting the page run for budget of virtual time. Without chromium the
+// test is skipped, and fails under CI (which installs it).
+func headlessChromium(t *testing.T, budget time.Duration) func(url string, args ...string) []byte {
+	t.Helper()
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed (.ci/run installs it with apt-get)")
+		}
+		t.Skip("chromium is not installed; CI installs it")
+	}
+	return func(url string, args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, browser, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--user-data-dir=" + t.TempDir(), fmt.Sprintf("--virtual-time-budget=%d", budget.Milliseconds())}, append(args, url)...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.Bytes()
+	}
 }

@@ -5,6 +5,7 @@ package natstest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"testing"
@@ -101,5 +102,41 @@ func Cluster(t testing.TB, n int) []*jetstream.Server {
 			t.Fatalf("cluster of %d not ready: %v", n, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Pull is a JetStream pull request, as a consumer's client sends it.
+type Pull struct {
+	Expires   time.Duration `json:"expires"`
+	Heartbeat time.Duration `json:"idle_heartbeat"`
+}
+
+// Pulls subscribes on nc to the pull requests sent to the consumers that
+// subject matches ($JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>, wildcards
+// allowed) and returns the function that reads the next one, failing the
+// test after a minute. Subscribe before the consumer starts.
+func Pulls(t testing.TB, nc *nats.Conn, subject string) func() Pull {
+	t.Helper()
+	ch := make(chan *nats.Msg, 100)
+	sub, err := nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() Pull {
+		t.Helper()
+		var p Pull
+		select {
+		case m := <-ch:
+			if err := json.Unmarshal(m.Data, &p); err != nil {
+				t.Fatalf("pull request %q: %v", m.Data, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("no pull request on %s within a minute", subject)
+		}
+		return p
 	}
 }
