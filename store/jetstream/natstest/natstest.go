@@ -7,7 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,15 +50,43 @@ func Connect(t testing.TB, s *jetstream.Server) *nats.Conn {
 }
 
 // FreePort returns a loopback TCP port nothing listens on now (a server
-// the test starts and restarts on a fixed port takes it).
+// the test starts and restarts on a fixed port takes it). The port is
+// below the kernel's ephemeral range, from which every outgoing
+// connection and every listener on port 0 takes its port: a port of that
+// range, free when picked, was taken by a client's connection before the
+// server it was picked for listened on it ("bind: address already in
+// use", test/cluster beside stress-ng).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 1000 {
+		port := freeFrom + rand.IntN(low-freeFrom)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free loopback port in %d-%d after 1000 tries", freeFrom, low-1)
+	return 0
+}
+
+// freeFrom is the least port FreePort picks: above the well-known and most
+// registered services' ports.
+const freeFrom = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range; IANA's 49152 elsewhere).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > freeFrom+1000 {
+				return n
+			}
+		}
+	}
+	return 49152
 }
 
 // Cluster starts n servers that form one JetStream cluster and waits until
