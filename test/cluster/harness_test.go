@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -254,18 +255,29 @@ type entry struct {
 
 // runs lists every run (children too) as node i's API sees it.
 func (c *testCluster) runs(i int) ([]entry, error) {
-	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/runs?children=true", c.nodes[i].http))
-	if err != nil {
-		return nil, err
+	var all []entry
+	cursor := ""
+	for {
+		// Every page: the list is paged (100 runs by default).
+		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/runs?children=true&limit=1000&cursor=%s", c.nodes[i].http, url.QueryEscape(cursor)))
+		if err != nil {
+			return nil, err
+		}
+		var out struct {
+			Runs []entry `json:"runs"`
+			Next string  `json:"next_cursor"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, out.Runs...)
+		if out.Next == "" {
+			return all, nil
+		}
+		cursor = out.Next
 	}
-	defer res.Body.Close()
-	var out struct {
-		Runs []entry `json:"runs"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
-		return nil, err
-	}
-	return out.Runs, nil
 }
 
 // progress counts runs by status through node i.
