@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -93,5 +94,28 @@ func TestNewSecretsWithNothingIsARedactor(t *testing.T) {
 	}
 	if got := s.Redact("text"); got != "text" {
 		t.Fatalf("Redact = %q", got)
+	}
+}
+
+// A secret with characters JSON escapes is redacted where it appears only
+// escaped: a run_js result is a JSON text inside the transcript (found by
+// the planted-secret suite: the model got it back in a tool result, and
+// every view showed it).
+func TestSecretsRedactEscapedForms(t *testing.T) {
+	const sec = `sk-proj-"<&>\tail0123`
+	s, _ := runtime.NewSecrets(map[string]string{"KEY": sec})
+	goJSON, _ := json.Marshal(map[string]string{"result": sec})
+	twice, _ := json.Marshal(map[string]string{"args": string(goJSON)})
+	var js strings.Builder // JSON.stringify: <>& as they are
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"result": sec})
+	for _, text := range []string{sec, string(goJSON), string(twice), js.String(), "a " + sec + " b " + string(goJSON)} {
+		if got := s.Redact(text); strings.Contains(got, "tail0123") || !strings.Contains(got, "[REDACTED]") {
+			t.Errorf("Redact(%s) = %s", text, got)
+		}
+	}
+	if got := s.Redact(`{"a":"b\"<c>"}`); got != `{"a":"b\"<c>"}` {
+		t.Errorf("a text without the secret changed: %s", got)
 	}
 }

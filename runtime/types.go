@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,14 +160,59 @@ func (f RedactorFunc) Redact(s string) string { return f(s) }
 // secrets: every pattern here is replaced wherever it occurs.
 type Secrets []string
 
-// Redact implements Redactor.
+// Redact implements Redactor. A secret with characters JSON escapes
+// (" \ < > & and control characters) is also replaced in its escaped forms,
+// one and two levels deep, as encoding/json writes them (<>& as \u003c...)
+// and as JavaScript's JSON.stringify does (<>& as they are): a text the
+// redactor sees is often JSON holding JSON (a tool's arguments and results
+// are JSON texts inside the transcript's JSON strings), where the secret
+// appears only escaped.
 func (s Secrets) Redact(text string) string {
 	for _, sec := range s {
-		if sec != "" {
-			text = strings.ReplaceAll(text, sec, "[REDACTED]")
+		if sec == "" {
+			continue
 		}
+		if needsEscape(sec) {
+			for _, form := range escapedForms(sec) {
+				text = strings.ReplaceAll(text, form, "[REDACTED]")
+			}
+		}
+		text = strings.ReplaceAll(text, sec, "[REDACTED]")
 	}
 	return text
+}
+
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return true
+		}
+	}
+	return strings.ContainsAny(s, "\u2028\u2029")
+}
+
+// escapedForms are sec's JSON-escaped forms, longest first (a two-level form
+// holds a one-level form of other bytes, never sec itself).
+func escapedForms(sec string) []string {
+	one := []string{jsonString(sec, true), jsonString(sec, false)}
+	var out []string
+	for _, f := range one {
+		out = append(out, jsonString(f, true), jsonString(f, false))
+	}
+	out = append(out, one...)
+	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	return out
+}
+
+// jsonString is s as the inside of a JSON string literal.
+func jsonString(s string, escapeHTML bool) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(escapeHTML)
+	_ = enc.Encode(s)
+	out := strings.TrimSuffix(b.String(), "\n")
+	return out[1 : len(out)-1]
 }
 
 // Sink receives diagnostics after the commits they describe (C37). It is not
