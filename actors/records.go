@@ -73,7 +73,7 @@ func (l *runLog) lastDecoded(ctx context.Context, subject string, v any) (*jetst
 	if err != nil || m == nil {
 		return nil, err
 	}
-	e, err := events.Decode(m.Data)
+	e, err := l.store.Keys().Decode(m.Data)
 	if err != nil {
 		return nil, fmt.Errorf("actors: %s seq %d: %w", subject, m.Sequence, err)
 	}
@@ -83,7 +83,7 @@ func (l *runLog) lastDecoded(ctx context.Context, subject string, v any) (*jetst
 // publish writes one event fenced against its session's last sequence.
 // A wrong-last-sequence answer is reported as runtime.ErrConflict.
 func (l *runLog) publish(ctx context.Context, subject string, ev events.Envelope, id string, expectSeq uint64) error {
-	body, hdrs, err := events.Encode(ev, id)
+	body, hdrs, err := l.store.Keys().Encode(ev, id)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (l *runLog) status(ctx context.Context, sessionID, runID string) (status, e
 	}
 	if m := lasts[0]; m != nil {
 		var end events.Ended
-		e, err := events.Decode(m.Data)
+		e, err := l.store.Keys().Decode(m.Data)
 		if err == nil {
 			err = e.Payload(&end)
 		}

@@ -269,7 +269,11 @@ func Encode(e Envelope, id string) (body []byte, headers map[string]string, err 
 }
 
 // Decode parses an event body. A newer schema version is ErrUnknownVersion.
+// A sealed body is ErrSealed: decode it with the Keyring's Decode.
 func Decode(body []byte) (Envelope, error) {
+	if id, sealed := SealedBy(body); sealed {
+		return Envelope{}, fmt.Errorf("%w (key %q): give the reader the node's payload keys", ErrSealed, id)
+	}
 	e, err := decodeEnvelope(body)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)

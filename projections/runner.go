@@ -35,6 +35,9 @@ type Config struct {
 	SaveEvery time.Duration
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Keys open events the node sealed (its payload codec); nil reads
+	// plain events only.
+	Keys *events.Keyring
 }
 
 // Runner keeps one projection current with the log.
@@ -261,10 +264,10 @@ func (r *Runner) handle(m jetstream.Msg) {
 		}
 		return
 	}
-	e, err := events.Decode(m.Data())
+	e, err := r.cfg.Keys.Decode(m.Data())
 	if err == nil && e.DataRef != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = Resolve(ctx, r.js, &e)
+		err = Resolve(ctx, r.js, r.cfg.Keys, &e)
 		cancel()
 	}
 	r.mu.Lock()
@@ -422,7 +425,7 @@ func (r *Runner) Close(ctx context.Context) error {
 
 // Resolve replaces an event's DataRef (a payload too large for one message,
 // kept in the object store) with the payload, checking its size and hash.
-func Resolve(ctx context.Context, js jetstream.JetStream, e *events.Envelope) error {
+func Resolve(ctx context.Context, js jetstream.JetStream, keys *events.Keyring, e *events.Envelope) error {
 	if e.DataRef == nil {
 		return nil
 	}
@@ -433,6 +436,9 @@ func Resolve(ctx context.Context, js jetstream.JetStream, e *events.Envelope) er
 	}
 	b, err := obs.GetBytes(ctx, ref.Key)
 	if err != nil {
+		return fmt.Errorf("projections: payload %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	if b, err = keys.Open(b); err != nil {
 		return fmt.Errorf("projections: payload %s/%s: %w", ref.Bucket, ref.Key, err)
 	}
 	sum := sha256.Sum256(b)

@@ -25,10 +25,22 @@ func main() {
 	url := flag.String("nats", nats.DefaultURL, "NATS server URL")
 	session := flag.String("session", "", "session ID (required)")
 	run := flag.String("run", "", "run ID; empty follows the whole session")
+	keysFile := flag.String("payload-keys", "", "the node's --payload-keys file, when it seals the log")
 	flag.Parse()
 	if *session == "" {
 		fmt.Fprintln(os.Stderr, "consumer: --session is required")
 		os.Exit(2)
+	}
+	var keys *events.Keyring
+	if *keysFile != "" {
+		b, err := os.ReadFile(*keysFile)
+		if err == nil {
+			keys, err = events.ParseKeyring(string(b))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "consumer: --payload-keys:", err)
+			os.Exit(2)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -43,7 +55,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "consumer:", err)
 		os.Exit(1)
 	}
-	if err := follow(ctx, js, *session, *run, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
+	if err := follow(ctx, js, keys, *session, *run, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "consumer:", err)
 		os.Exit(1)
 	}
@@ -51,8 +63,9 @@ func main() {
 
 // follow prints the events of a run (or of a whole session when run is
 // empty) from the first one, in order, and returns when the run completes
-// or ends (never, for a session: until ctx ends).
-func follow(ctx context.Context, js jetstream.JetStream, session, run string, w io.Writer) error {
+// or ends (never, for a session: until ctx ends). keys open sealed events
+// (nil: the log is plain; a sealed event is then skipped, saying so).
+func follow(ctx context.Context, js jetstream.JetStream, keys *events.Keyring, session, run string, w io.Writer) error {
 	if err := events.ValidID(session); err != nil {
 		return fmt.Errorf("--session: %w", err)
 	}
@@ -89,9 +102,10 @@ func follow(ctx context.Context, js jetstream.JetStream, session, run string, w 
 			return err
 		}
 		meta, _ := m.Metadata()
-		e, err := events.Decode(m.Data())
+		e, err := keys.Decode(m.Data())
 		if err != nil {
-			// A newer schema version or an unknown type: skip, do not stop.
+			// A newer schema version, an unknown type, or sealed with a
+			// key not given: skip, do not stop.
 			fmt.Fprintf(w, "%d skipped: %v\n", meta.Sequence.Stream, err)
 			continue
 		}

@@ -29,7 +29,7 @@ func TestContinuationRedriveAndFork(t *testing.T) {
 	if _, err := h2.Drive(10, nil); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, "r2")
+	hist, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, session, "r2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestContinuationRedriveAndFork(t *testing.T) {
 	if _, err := fh.Drive(10, nil); err != nil {
 		t.Fatal(err)
 	}
-	fork, err := replay.LoadIn(ctx, env.js, "CAIRN", rec.SessionID, rec.RunID)
+	fork, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, rec.SessionID, rec.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestForkLostAcknowledgement(t *testing.T) {
 	if n := loser.lost.Load(); n != 1 {
 		t.Fatalf("%d acknowledgements lost, want 1: the test lost nothing", n)
 	}
-	fork, err := replay.LoadIn(ctx, env.js, "CAIRN", rec.SessionID, rec.RunID)
+	fork, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, rec.SessionID, rec.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

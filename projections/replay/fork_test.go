@@ -52,7 +52,7 @@ func TestForkResumesFromRevision(t *testing.T) {
 			if _, err := fh.Drive(10, nil); err != nil {
 				t.Fatal(err)
 			}
-			fork, err := replay.Load(ctx, env.js, "CAIRN", tc.run)
+			fork, err := replay.Load(ctx, replay.Source{JS: env.js}, tc.run)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +75,7 @@ func TestForkResumesFromRevision(t *testing.T) {
 					}
 				}
 			}
-			again, err := replay.LoadIn(ctx, env.js, "CAIRN", orig.SessionID, h.Run)
+			again, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, orig.SessionID, h.Run)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestDiffStates(t *testing.T) {
 	if _, err := h.Drive(10, nil); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+	hist, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, session, h.Run)
 	if err != nil {
 		t.Fatal(err)
 	}

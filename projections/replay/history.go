@@ -148,17 +148,18 @@ func withUsedCallIDs(run string, evs []projections.Event) ([]projections.Event, 
 	return out, nil
 }
 
+// Source is the log a history is read from.
+type Source = projections.Source
+
 // Load reads a run's history from the log: the session is found from any
 // event of the run, then the whole session is read with one ordered
 // consumer up to its last event.
-func Load(ctx context.Context, js jetstream.JetStream, stream, runID string) (*History, error) {
+func Load(ctx context.Context, src Source, runID string) (*History, error) {
 	if err := events.ValidID(runID); err != nil {
 		return nil, fmt.Errorf("replay: run: %w", err)
 	}
-	if stream == "" {
-		stream = "CAIRN"
-	}
-	st, err := js.Stream(ctx, stream)
+	stream := src.Name()
+	st, err := src.JS.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream %s: %w", stream, err)
 	}
@@ -173,22 +174,20 @@ func Load(ctx context.Context, js jetstream.JetStream, stream, runID string) (*H
 	if err != nil {
 		return nil, fmt.Errorf("replay: find run %s: %w", runID, err)
 	}
-	return LoadIn(ctx, js, stream, subj.SessionID, runID)
+	return LoadIn(ctx, src, subj.SessionID, runID)
 }
 
 // LoadIn reads the history of a run of a known session.
-func LoadIn(ctx context.Context, js jetstream.JetStream, stream, sessionID, runID string) (*History, error) {
+func LoadIn(ctx context.Context, src Source, sessionID, runID string) (*History, error) {
 	if err := events.ValidID(sessionID); err != nil {
 		return nil, fmt.Errorf("replay: session: %w", err)
 	}
-	if stream == "" {
-		stream = "CAIRN"
-	}
-	st, err := js.Stream(ctx, stream)
+	stream := src.Name()
+	st, err := src.JS.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("replay: stream %s: %w", stream, err)
 	}
-	evs, err := ReadSession(ctx, js, st, sessionID)
+	evs, err := ReadSession(ctx, src, st, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +195,7 @@ func LoadIn(ctx context.Context, js jetstream.JetStream, stream, sessionID, runI
 }
 
 // ReadSession reads every event of a session, in order, payloads resolved.
-func ReadSession(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, sessionID string) ([]projections.Event, error) {
+func ReadSession(ctx context.Context, src Source, st jetstream.Stream, sessionID string) ([]projections.Event, error) {
 	filter := events.SessionAll(sessionID)
 	last, err := projections.LastSeq(ctx, st, []string{filter})
 	if err != nil || last == 0 {
@@ -224,9 +223,9 @@ func ReadSession(ctx context.Context, js jetstream.JetStream, st jetstream.Strea
 		if err != nil {
 			return nil, fmt.Errorf("replay: read session %s: %w", sessionID, err)
 		}
-		e, err := events.Decode(m.Data())
+		e, err := src.Keys.Decode(m.Data())
 		if err == nil {
-			err = projections.Resolve(ctx, js, &e)
+			err = projections.Resolve(ctx, src.JS, src.Keys, &e)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("replay: %s seq %d: %w", m.Subject(), meta.Sequence.Stream, err)

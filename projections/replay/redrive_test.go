@@ -56,7 +56,7 @@ func (e *logEnv) driven(t *testing.T) (*runtimetest.Host, *replay.History) {
 	if _, err := h.Drive(10, nil); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := replay.LoadIn(context.Background(), e.js, "CAIRN", session, h.Run)
+	hist, err := replay.LoadIn(context.Background(), replay.Source{JS: e.js}, session, h.Run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestRedriveReproducesCrashMatrix(t *testing.T) {
 					_, _ = h.Drive(20, runtimetest.ErrBudgetExhausted)
 					fired = fired || h.Faults.Hit()
 					h.Faults.Set(nil)
-					hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+					hist, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, session, h.Run)
 					if err != nil {
 						t.Fatalf("op %d %s: %v", i, mode, err)
 					}
@@ -198,7 +198,7 @@ func TestRedriveServesUsageAndBudgetCountsIt(t *testing.T) {
 	if _, err := h.Drive(10, nil); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+	hist, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, session, h.Run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestRedriveLongRunUsedCallIDs(t *testing.T) {
 	if _, err := h.Drive(5, nil); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := replay.LoadIn(ctx, env.js, "CAIRN", session, h.Run)
+	hist, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, session, h.Run)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -26,9 +24,9 @@ type Index struct {
 }
 
 // Start builds the index from the stream and keeps it current.
-func Start(ctx context.Context, js jetstream.JetStream, stream string) (*Index, error) {
+func Start(ctx context.Context, src projections.Source) (*Index, error) {
 	ix := projections.NewRuns()
-	r, err := projections.Start(ctx, projections.Config{JS: js, Stream: stream}, ix)
+	r, err := projections.Start(ctx, projections.Config{JS: src.JS, Stream: src.Stream, Keys: src.Keys}, ix)
 	if err != nil {
 		return nil, fmt.Errorf("runindex: %w", err)
 	}

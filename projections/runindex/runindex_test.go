@@ -9,6 +9,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/projections/runindex"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream"
@@ -51,7 +52,7 @@ func TestIndexFollowsAndRebuilds(t *testing.T) {
 	}
 	js, _ := njs.New(nc)
 	at := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
-	live, err := runindex.Start(context.Background(), js, "CAIRN")
+	live, err := runindex.Start(context.Background(), projections.Source{JS: js})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestIndexFollowsAndRebuilds(t *testing.T) {
 	if c := live.Counts(); c[runtime.StatusRunning] != 1 || c[runtime.StatusCompleted] != 1 || c[runtime.StatusCancelled] != 1 {
 		t.Fatalf("counts = %v", c)
 	}
-	rebuilt, err := runindex.Start(context.Background(), js, "CAIRN")
+	rebuilt, err := runindex.Start(context.Background(), projections.Source{JS: js})
 	if err != nil {
 		t.Fatal(err)
 	}

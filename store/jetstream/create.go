@@ -46,7 +46,7 @@ func (s *Store) CreateRun(ctx context.Context, r events.Run, expectSeq uint64, a
 	// run, whatever the stored record holds. Within the call, the Log's
 	// retries and settling all use this one id.
 	id := uniqueID("created." + r.SessionID + "." + r.RunID + ".")
-	body, hdrs, err := events.Encode(ev, id)
+	body, hdrs, err := s.cfg.Keys.Encode(ev, id)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: create run %s: %w", r.RunID, err)
 	}
@@ -82,7 +82,7 @@ func (s *Store) ReadRun(ctx context.Context, sessionID, runID string) (*events.R
 	if err != nil || m == nil {
 		return nil, err
 	}
-	e, err := events.Decode(m.Data)
+	e, err := s.cfg.Keys.Decode(m.Data)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: run %s record, seq %d: %w", runID, m.Sequence, err)
 	}

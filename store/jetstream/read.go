@@ -28,7 +28,7 @@ func (s *Store) scanCheckpoints(ctx context.Context, sessionID string, start uin
 		return err
 	}
 	return s.scan(ctx, filter, start, last.Sequence, func(m *rawMsg) error {
-		e, err := events.Decode(m.data)
+		e, err := s.cfg.Keys.Decode(m.data)
 		if err == nil {
 			err = s.resolve(ctx, &e)
 		}

@@ -80,6 +80,11 @@ type Config struct {
 	OnCommit func(CommitEvent)
 	// OnBatch, when set, observes every atomic batch (metrics).
 	OnBatch func(BatchEvent)
+	// Keys, when set, seal every event body and offloaded payload this
+	// store writes (AES-256-GCM, events.Keyring) and open sealed ones it
+	// reads; plain ones still read. Nil writes plain events, and a sealed
+	// one read is an error that says so (events.ErrSealed).
+	Keys *events.Keyring
 }
 
 // Errors besides the runtime's ErrConflict, ErrLeaseLost, ErrSessionBusy.
@@ -282,12 +287,12 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 		return h, nil
 	}
 	h.compaction, h.compactionRead = lasts[3], true
-	lease, err := leaseOf(lasts[1])
+	lease, err := s.leaseOf(lasts[1])
 	if err != nil {
 		return nil, err
 	}
 	// The session's admitted run is the one with the latest lease.
-	other, err := leaseOf(lasts[2])
+	other, err := s.leaseOf(lasts[2])
 	if err != nil {
 		return nil, err
 	}
@@ -329,15 +334,15 @@ func (s *Store) lastLease(ctx context.Context, subject string) (*leaseInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	return leaseOf(m)
+	return s.leaseOf(m)
 }
 
 // leaseOf decodes a lease event; nil for none.
-func leaseOf(m *jetstream.RawStreamMsg) (*leaseInfo, error) {
+func (s *Store) leaseOf(m *jetstream.RawStreamMsg) (*leaseInfo, error) {
 	if m == nil {
 		return nil, nil
 	}
-	e, err := events.Decode(m.Data)
+	e, err := s.cfg.Keys.Decode(m.Data)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
@@ -400,7 +405,7 @@ func (s *Store) DecodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg)
 // decodeCheckpointOf is DecodeCheckpoint that returns the whole payload
 // (with the used-call-ID base) and the event's session and run.
 func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMsg) (_ *events.Checkpoint, session, run string, err error) {
-	e, err := events.Decode(m.Data)
+	e, err := s.cfg.Keys.Decode(m.Data)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
@@ -430,6 +435,9 @@ func (s *Store) resolve(ctx context.Context, e *events.Envelope) error {
 	defer cancel()
 	b, err := s.blobs.GetBytes(ctx, ref.Key)
 	if err != nil {
+		return fmt.Errorf("jetstream: payload %s/%s: %w", ref.Bucket, ref.Key, err)
+	}
+	if b, err = s.cfg.Keys.Open(b); err != nil {
 		return fmt.Errorf("jetstream: payload %s/%s: %w", ref.Bucket, ref.Key, err)
 	}
 	sum := sha256.Sum256(b)
@@ -531,7 +539,7 @@ func (s *Store) usedCallIDsAt(ctx context.Context, sessionID, runID string, seq 
 	// (nil, nil for any other message: in a copy of the log, seq may hold
 	// anything, even a payload whose object is not there).
 	match := func(m *rawMsg) (*events.Checkpoint, error) {
-		e, err := events.Decode(m.data)
+		e, err := s.cfg.Keys.Decode(m.data)
 		if err != nil || e.Type != events.CheckpointCommitted || e.SessionID != sessionID || e.RunID != runID || e.Revision != rev {
 			return nil, nil
 		}
@@ -721,7 +729,7 @@ func (h *RunStore) commit(ctx context.Context, subject string, ev events.Envelop
 // message encodes an event, its payload moved to the object store when it
 // is too large for one message.
 func (h *RunStore) message(ctx context.Context, subject string, ev events.Envelope, id string) (*nats.Msg, error) {
-	body, hdrs, err := events.Encode(ev, id)
+	body, hdrs, err := h.s.cfg.Keys.Encode(ev, id)
 	if err != nil {
 		return nil, err
 	}
@@ -772,15 +780,24 @@ func (h *RunStore) settle(ctx context.Context, id string, cause error) (uint64, 
 // event leaves an unreferenced object, never a dangling reference.
 func (h *RunStore) offload(ctx context.Context, ev events.Envelope, id string) ([]byte, map[string]string, error) {
 	sum := sha256.Sum256(ev.Data)
+	blob := ev.Data
 	key := id + "." + hex.EncodeToString(sum[:8])
+	if keys := h.s.cfg.Keys; keys != nil {
+		// Sealed like the events; the object's name then hashes the
+		// sealed bytes, since a hash of the plaintext would let a reader
+		// of the bucket confirm a guessed payload.
+		blob = keys.Seal(ev.Data)
+		sealedSum := sha256.Sum256(blob)
+		key = id + "." + hex.EncodeToString(sealedSum[:8])
+	}
 	pctx, cancel := context.WithTimeout(ctx, blobTimeout)
 	defer cancel()
-	if _, err := h.s.blobs.PutBytes(pctx, key, ev.Data); err != nil {
+	if _, err := h.s.blobs.PutBytes(pctx, key, blob); err != nil {
 		return nil, nil, fmt.Errorf("jetstream: store payload %s: %w", key, err)
 	}
 	ev.DataRef = &events.ObjectRef{Bucket: blobBucket, Key: key, Size: int64(len(ev.Data)), SHA256: hex.EncodeToString(sum[:])}
 	ev.Data = nil
-	body, hdrs, err := events.Encode(ev, id)
+	body, hdrs, err := h.s.cfg.Keys.Encode(ev, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -806,7 +823,7 @@ func (h *RunStore) loadWindow(ctx context.Context) error {
 		}
 	}
 	if m != nil {
-		e, err := events.Decode(m.Data)
+		e, err := h.s.cfg.Keys.Decode(m.Data)
 		if err == nil {
 			err = h.s.resolve(ctx, &e)
 		}
@@ -932,3 +949,8 @@ func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Ch
 	}
 	return &p.Checkpoint, nil
 }
+
+// Keys is the keyring of the store's payload codec (Config.Keys), nil when
+// it is off: the other readers of the stream (actors, projections, the
+// API) decode with it.
+func (s *Store) Keys() *events.Keyring { return s.cfg.Keys }

@@ -50,7 +50,7 @@ func ReadLog(ctx context.Context, js jetstream.JetStream, stream string) ([]Reco
 		rec := Record{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Time: meta.Timestamp}
 		rec.Event, rec.Err = events.Decode(msg.Data())
 		if rec.Err == nil && rec.Event.DataRef != nil {
-			rec.Err = projections.Resolve(ctx, js, &rec.Event)
+			rec.Err = projections.Resolve(ctx, js, nil, &rec.Event)
 		}
 		out = append(out, rec)
 		if rec.Seq >= last {
