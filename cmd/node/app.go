@@ -33,6 +33,9 @@ type nodeOptions struct {
 	logger      *slog.Logger
 	sink        func(events.Run, runtime.SinkEvent)
 	metrics     *metrics
+	// keys seal the events the node writes and open the ones it reads
+	// (--payload-keys); nil ring: plain events.
+	keys payloadKeys
 	// mcpServers is the file of MCP servers whose tools are capabilities
 	// (capabilities/mcp); empty means none.
 	mcpServers string
@@ -64,6 +67,8 @@ type app struct {
 	health func() error
 	// red redacts what the node's views hand out (the runs' redactor).
 	red runtime.Secrets
+	// keys open the sealed events the views read (nil: none are).
+	keys *events.Keyring
 	// close stops the node (draining its attempts until ctx is done or
 	// its DrainTimeout), its MCP servers and its NATS connection, once.
 	close func(ctx context.Context)
@@ -115,7 +120,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	mcpHost, caps, route, err := withMCP(ctx, o, dep, js, caps, backends(backendFor(kv), nc, ext))
+	mcpHost, caps, route, err := withMCP(ctx, o, dep, js, caps, backends(backendFor(kv, o.keys.ring), nc, ext))
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +137,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		Redactor: red, Sink: o.sink, Logger: o.logger,
 	}
 	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
+	cfg.Store.Keys = o.keys.ring
 	if o.metrics != nil {
 		cfg.Store.OnCommit = o.metrics.commit
 		cfg.Store.OnBatch = o.metrics.batch
@@ -152,7 +158,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	started = true
 	var once sync.Once
-	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, close: func(ctx context.Context) {
+	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, keys: o.keys.ring, close: func(ctx context.Context) {
 		once.Do(func() {
 			// The drain is bounded by ctx and the node's DrainTimeout;
 			// the process is on its way out, so an error is logged, not

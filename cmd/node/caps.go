@@ -33,6 +33,7 @@ func builtinCapabilities() []runtime.Capability {
 type kvBackend struct {
 	kv      jetstream.KeyValue
 	session string
+	keys    *events.Keyring
 }
 
 type kvEntry struct {
@@ -46,8 +47,10 @@ func (b kvBackend) key(k string) string {
 }
 
 // backendFor scopes the built-in store to a run's session.
-func backendFor(kv jetstream.KeyValue) func(events.Run) runtime.Backend {
-	return func(r events.Run) runtime.Backend { return kvBackend{kv: kv, session: r.SessionID} }
+// Values are sealed with the log's payload keys when it has them: what a
+// script stores is as much the run's content as its transcript.
+func backendFor(kv jetstream.KeyValue, keys *events.Keyring) func(events.Run) runtime.Backend {
+	return func(r events.Run) runtime.Backend { return kvBackend{kv: kv, session: r.SessionID, keys: keys} }
 }
 
 // kvOpTimeout bounds one capability call on the store: the attempt's own
@@ -74,10 +77,14 @@ func (b kvBackend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Va
 		if err != nil {
 			return jstool.Value{}, err
 		}
-		return jstool.Value{JSON: e.Value()}, nil
+		v, err := b.keys.Open(e.Value())
+		if err != nil {
+			return jstool.Value{}, fmt.Errorf("kv %q: %w", args.Key, err)
+		}
+		return jstool.Value{JSON: v}, nil
 	case "kv.put":
 		v, _ := json.Marshal(kvEntry{Key: args.Key, Value: args.Value})
-		if _, err := b.kv.Put(ctx, b.key(args.Key), v); err != nil {
+		if _, err := b.kv.Put(ctx, b.key(args.Key), b.keys.Seal(v)); err != nil {
 			return jstool.Value{}, err
 		}
 		return jstool.Value{JSON: json.RawMessage(`{"ok":true}`)}, nil
@@ -90,7 +97,7 @@ func (b kvBackend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Va
 		for k := range lister.Keys() {
 			if e, err := b.kv.Get(ctx, k); err == nil {
 				var ent kvEntry
-				if json.Unmarshal(e.Value(), &ent) == nil {
+				if v, err := b.keys.Open(e.Value()); err == nil && json.Unmarshal(v, &ent) == nil {
 					keys = append(keys, ent.Key)
 				}
 			}

@@ -37,6 +37,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return mcpCmd(args[1:], os.Stdin, nopCloser{stdout}, stderr)
 	case "creds":
 		return credsCmd(args[1:], stdout, stderr)
+	case "payload-key":
+		return payloadKeyCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage()
 		return 0
@@ -65,6 +67,7 @@ commands:
   creds [--data DIR] [--nats-listen HOST:PORT]
                                   how to point natscli at the embedded NATS server: the
                                   read-only reader's credentials (and the node's own)
+  payload-key [ID]                a new key entry for a --payload-keys file (seals the log at rest)
 
 run flags:
   --data DIR      JetStream data directory of the embedded server (default .cairn)
@@ -79,5 +82,7 @@ run flags:
                   (also on serve and mcp; CAIRN_GROUP_COMMIT)
   --json          print the result as JSON only
   --mcp-servers FILE   MCP servers whose tools are capabilities (also on serve and mcp)
+  --payload-keys FILE  AES-256 keys that seal the log's events at rest (also on serve, mcp
+                  and replay; CAIRN_PAYLOAD_KEYS; a node payload-key line each, first seals)
 `)
 }

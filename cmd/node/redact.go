@@ -57,8 +57,8 @@ func redactValue(red runtime.Redactor, v any) any {
 // writeView writes a view of runs (a run, its timeline, its transcript, a
 // re-drive's report) as JSON, every string redacted: the log holds what
 // the run saw, secrets a capability returned or a model echoed included,
-// and no view hands them out.
-func (x *api) writeView(w http.ResponseWriter, status int, v any) {
+// and no view hands them out, but to a principal granted raw values.
+func (x *api) writeView(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		x.log.Error("api: encode a view", "err", err)
@@ -67,7 +67,8 @@ func (x *api) writeView(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(redactJSON(x.a.red, b), '\n'))
+	principal, _ := r.Context().Value(principalKey{}).(string)
+	_, _ = w.Write(append(redactJSON(x.redactorFor(principal), b), '\n'))
 }
 
 // redactingWriter redacts what passes through it: text a line at a time

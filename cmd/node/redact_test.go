@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -44,14 +45,41 @@ func TestRedactJSONSeesDecodedValues(t *testing.T) {
 
 // Every run view goes through writeView: the reply of GET /v1/runs/{run},
 // the timeline, the transcript and a re-drive's report hold what the run
-// saw, and none of them shows a secret the redactor knows.
+// saw, and none of them shows a secret the redactor knows, but to a
+// principal granted raw values (--raw-principals).
 func TestWriteViewRedacts(t *testing.T) {
 	const secret = `sk-live-0123456789&abc`
-	x := &api{a: &app{red: runtime.Secrets{secret}}, log: slog.New(slog.DiscardHandler)}
-	rec := httptest.NewRecorder()
-	x.writeView(rec, 200, map[string]any{"reply": map[string]any{"output": map[string]string{"answer": secret}}})
-	if rec.Code != 200 || strings.Contains(rec.Body.String(), "0123456789") || !strings.Contains(rec.Body.String(), "REDACTED") {
-		t.Fatalf("view: %d %s", rec.Code, rec.Body.String())
+	raw, err := rawPrincipals("auditor", map[string]string{"t1": "alice", "t2": "auditor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &api{a: &app{red: runtime.Secrets{secret}}, raw: raw, log: slog.New(slog.DiscardHandler)}
+	var seen []string
+	h := x.auth(func(w http.ResponseWriter, r *http.Request, _ string) {
+		x.writeView(w, r, 200, map[string]any{"reply": map[string]any{"output": map[string]string{"answer": secret}}})
+	})
+	x.tokens = map[string]string{"t1": "alice", "t2": "auditor"}
+	for _, tok := range []string{"t1", "t2"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/v1/runs/r1", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		h(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("view: %d %s", rec.Code, rec.Body.String())
+		}
+		seen = append(seen, rec.Body.String())
+	}
+	if strings.Contains(seen[0], "0123456789") || !strings.Contains(seen[0], "REDACTED") {
+		t.Fatalf("alice's view: %s", seen[0])
+	}
+	if !strings.Contains(seen[1], `sk-live-0123456789\u0026abc`) {
+		t.Fatalf("the granted auditor's view: %s", seen[1])
+	}
+	if _, err := rawPrincipals("alice, mallory", map[string]string{"t1": "alice"}); err == nil || !strings.Contains(err.Error(), `"mallory" is no principal of this node (its principals: alice)`) {
+		t.Fatalf("an unknown principal granted: %v", err)
+	}
+	if got, err := rawPrincipals("local", nil); err != nil || !got["local"] {
+		t.Fatalf("local without tokens: %v %v", got, err)
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections/replay"
+	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -47,7 +49,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.model, "model", "", "with --fork: the model the fork runs with (openai:..., anthropic:..., scripted:FILE)")
 	fs.StringVar(&o.diff, "diff", "", "diff revision --at with this revision of the same run")
 	fs.StringVar(&o.diffRun, "diff-run", "", "diff the run with this run, revision by revision")
-	if err := parseFlags(fs, args, "data", "nats", "agents", "model"); err != nil {
+	fs.BoolVar(&o.raw, "raw", false, "print what the run saw unredacted, secrets included (replay reads the log itself: whoever runs it can read them anyway)")
+	payloadKeysFlag(fs, &o.keys)
+	if err := parseFlags(fs, args, "data", "nats", "agents", "model", "payload-keys"); err != nil {
 		return parseFailed(stderr, "node replay", err)
 	}
 	if fs.NArg() != 1 {
@@ -60,7 +64,11 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	// What replay prints comes from the log, which holds what the run saw:
 	// it is redacted like every other view (a JSON document on its decoded
 	// strings, text line by line as it streams).
-	out := &redactingWriter{w: stdout, red: redactor(nil), json: o.json}
+	red := redactor(nil)
+	if o.raw {
+		red = runtime.Secrets{}
+	}
+	out := &redactingWriter{w: stdout, red: red, json: o.json}
 	err := replayRun(ctx, o, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
@@ -78,7 +86,8 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 
 type replayOptions struct {
 	data, natsURL, agentsDir, at, forkAgent, diff, diffRun, run, model string
-	json, redrive, fork, acceptContract                                bool
+	json, redrive, fork, acceptContract, raw                           bool
+	keys                                                               payloadKeys
 }
 
 // flagError is a bad flag value, named.
@@ -130,7 +139,7 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h, err := replay.Load(ctx, js, "CAIRN", o.run)
+	h, err := replay.Load(ctx, replay.Source{JS: js, Keys: o.keys.ring}, o.run)
 	if err != nil {
 		return err
 	}
@@ -161,7 +170,7 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 		}
 		return forkRun(ctx, w, nc, js, h, at, o, closeNATS)
 	case o.diffRun != "":
-		other, err := replay.Load(ctx, js, "CAIRN", o.diffRun)
+		other, err := replay.Load(ctx, replay.Source{JS: js, Keys: o.keys.ring}, o.diffRun)
 		if err != nil {
 			return fmt.Errorf("--diff-run: %w", err)
 		}
@@ -239,7 +248,7 @@ func replaySetup(agentsDir, agent string) (replay.Setup, error) {
 // forkRun writes the fork, then starts a node on the same log that adopts
 // the forked run and runs it to its end (with --model, another model).
 func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, h *replay.History, at int64, o replayOptions, closeNATS func()) error {
-	store, err := logStore(ctx, nc, js, "replay-fork")
+	store, err := logStore(ctx, nc, js, "replay-fork", o.keys.ring)
 	if err != nil {
 		return err
 	}
@@ -263,7 +272,7 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 	// The embedded server holds the data directory: release it before the
 	// node starts its own.
 	closeNATS()
-	a, err := startApp(ctx, nodeOptions{agentsDir: o.agentsDir, data: o.data, natsURL: o.natsURL, model: o.model, logger: slog.New(slog.DiscardHandler)})
+	a, err := startApp(ctx, nodeOptions{agentsDir: o.agentsDir, data: o.data, natsURL: o.natsURL, model: o.model, keys: o.keys, logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -283,12 +292,12 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 // logStore opens the store on the log as it is: with the stream's own
 // replica count (a clustered node's stream is R3), so the store's check of
 // the stream's configuration passes.
-func logStore(ctx context.Context, nc *nats.Conn, js njs.JetStream, holder string) (*jetstream.Store, error) {
+func logStore(ctx context.Context, nc *nats.Conn, js njs.JetStream, holder string, keys *events.Keyring) (*jetstream.Store, error) {
 	st, err := js.Stream(ctx, "CAIRN")
 	if err != nil {
 		return nil, fmt.Errorf("stream CAIRN: %w", err)
 	}
-	return jetstream.New(ctx, nc, jetstream.Config{Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now})
+	return jetstream.New(ctx, nc, jetstream.Config{Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now, Keys: keys})
 }
 
 func randomID() string {

@@ -31,7 +31,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	groupCommitFlag(fs, &gc)
 	asJSON := fs.Bool("json", false, "print the result as JSON only")
 	mcpServers := fs.String("mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
-	if err := parseFlags(fs, args, "group-commit", "mcp-servers"); err != nil {
+	var keys payloadKeys
+	payloadKeysFlag(fs, &keys)
+	if err := parseFlags(fs, args, "group-commit", "mcp-servers", "payload-keys"); err != nil {
 		return parseFailed(stderr, "node run", err)
 	}
 	rest := fs.Args()
@@ -42,14 +44,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, runOptions{file: rest[0], task: strings.Join(rest[1:], " "), data: *data, natsURL: *natsURL,
-		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers, groupCommit: gc}, stdout)
+		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers, groupCommit: gc, keys: keys}, stdout)
 	var interrupted *interruptedError
 	switch {
 	case errors.As(err, &interrupted):
 		resumeArgs := []string{"run", "--data", *data}
 		fs.Visit(func(f *flag.Flag) { // the flags given that the continuation needs too
 			switch f.Name {
-			case "nats", "model", "nosync", "mcp-servers", "group-commit":
+			case "nats", "model", "nosync", "mcp-servers", "group-commit", "payload-keys":
 				resumeArgs = append(resumeArgs, "--"+f.Name+"="+f.Value.String())
 			}
 		})
@@ -95,6 +97,7 @@ type runOptions struct {
 	noSync, json                             bool
 	mcpServers                               string
 	groupCommit                              commitMode
+	keys                                     payloadKeys
 }
 
 type interruptedError struct{ run string }
@@ -103,7 +106,7 @@ func (e *interruptedError) Error() string { return "interrupted" }
 
 func run(ctx context.Context, o runOptions, out io.Writer) error {
 	p := &progress{out: out, quiet: o.json}
-	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit,
+	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit, keys: o.keys,
 		sink: p.emit, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err

@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +39,9 @@ type serveOptions struct {
 	listen string
 	// tokens maps a bearer token to its principal (the runs' owner).
 	tokens map[string]string
+	// raw are the principals whose views are not redacted
+	// (--raw-principals): they see the secrets their runs saw.
+	raw string
 }
 
 func serveCmd(args []string, stderr io.Writer) int {
@@ -51,11 +56,13 @@ func serveCmd(args []string, stderr io.Writer) int {
 	groupCommitFlag(fs, &o.groupCommit)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8700", "HTTP address")
 	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
+	payloadKeysFlag(fs, &o.keys)
 	token := fs.String("token", "", "bearer token of the default principal")
+	fs.StringVar(&o.raw, "raw-principals", "", "comma-separated principals whose views of their own runs are not redacted (see docs/operations.md, Security)")
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "log", "log-level", "config", "listen", "token"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
@@ -140,13 +147,17 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return err
 	}
 	defer a.close(context.Background())
-	ix, err := runindex.Start(ctx, a.js, "CAIRN")
+	ix, err := runindex.Start(ctx, projections.Source{JS: a.js, Keys: a.keys})
 	if err != nil {
 		return err
 	}
 	defer ix.Close(context.Background())
 	m.index = ix
-	api := &api{a: a, ix: ix, tokens: o.tokens, log: o.logger}
+	raw, err := rawPrincipals(o.raw, o.tokens)
+	if err != nil {
+		return err
+	}
+	api := &api{a: a, ix: ix, tokens: o.tokens, raw: raw, log: o.logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /readyz", api.readyz) // ready.go
@@ -209,10 +220,47 @@ type api struct {
 	a      *app
 	ix     *runindex.Index
 	tokens map[string]string
-	log    *slog.Logger
+	// raw are the principals granted unredacted views.
+	raw map[string]bool
+	log *slog.Logger
 }
 
+// principalKey carries the caller's principal in a request's context, for
+// what answers it (writeView's redaction).
 type principalKey struct{}
+
+// rawPrincipals parses --raw-principals: each must be a principal the node
+// knows (one of CAIRN_TOKENS's, "default" of --token, or "local" without
+// tokens), so a typo grants nothing silently and is named.
+func rawPrincipals(list string, tokens map[string]string) (map[string]bool, error) {
+	known := map[string]bool{}
+	for _, who := range tokens {
+		known[who] = true
+	}
+	if len(tokens) == 0 {
+		known["local"] = true
+	}
+	out := map[string]bool{}
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !known[p] {
+			return nil, fmt.Errorf("--raw-principals: %q is no principal of this node (its principals: %s)", p, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+		}
+		out[p] = true
+	}
+	return out, nil
+}
+
+// redactorFor is the redaction of principal's views: none for a principal
+// granted raw values, the node's otherwise.
+func (x *api) redactorFor(principal string) runtime.Redactor {
+	if x.raw[principal] {
+		return runtime.Secrets{}
+	}
+	return x.a.red
+}
 
 // apiError is the JSON error body.
 func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
@@ -245,7 +293,7 @@ func (x *api) auth(h func(http.ResponseWriter, *http.Request, string)) http.Hand
 				return
 			}
 		}
-		h(w, r, principal)
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, principal)), principal)
 	}
 }
 
@@ -393,7 +441,7 @@ func (x *api) list(w http.ResponseWriter, r *http.Request, principal string) {
 		q.Owner = principal
 		var page projections.RunPage
 		if page, err = x.ix.Query(q); err == nil {
-			x.writeView(w, http.StatusOK, page)
+			x.writeView(w, r, http.StatusOK, page)
 			return
 		}
 	}
@@ -449,7 +497,7 @@ func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
 	if x.nodeError(w, err) {
 		return
 	}
-	x.writeView(w, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
+	x.writeView(w, r, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
 		"status": runtime.RunStatus(st, reply), "reply": reply, "error": errText, "children": kids, "usage": usage})
 }
 
@@ -584,16 +632,25 @@ func (x *api) events(w http.ResponseWriter, r *http.Request, principal string) {
 			return
 		}
 		meta, _ := msg.Metadata()
-		ev, derr := events.Decode(msg.Data())
-		typ := "unknown"
-		if derr == nil {
-			typ = string(ev.Type)
-		}
 		var seq uint64
 		if meta != nil {
 			seq = meta.Sequence.Stream
 		}
-		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, redactJSON(x.a.red, msg.Data()))
+		body, oerr := x.a.keys.Open(msg.Data())
+		if oerr != nil {
+			// Sealed with a key this node does not hold: say so, in
+			// the stream, rather than pass ciphertext on or stop.
+			b, _ := json.Marshal(map[string]string{"error": oerr.Error()})
+			fmt.Fprintf(w, "id: %d\nevent: error\ndata: %s\n\n", seq, b)
+			flusher.Flush()
+			continue
+		}
+		ev, derr := events.Decode(body)
+		typ := "unknown"
+		if derr == nil {
+			typ = string(ev.Type)
+		}
+		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, redactJSON(x.redactorFor(principal), body))
 		flusher.Flush()
 		if subj, err := events.ParseSubject(msg.Subject()); err == nil && subj.Kind.Final() {
 			fmt.Fprint(w, "event: end\ndata: {}\n\n")

@@ -54,7 +54,7 @@ func (x *api) history(w http.ResponseWriter, r *http.Request, principal string) 
 	if !ok {
 		return nil, false
 	}
-	h, err := replay.LoadIn(r.Context(), x.a.js, "CAIRN", e.SessionID, e.RunID)
+	h, err := replay.LoadIn(r.Context(), replay.Source{JS: x.a.js, Keys: x.a.keys}, e.SessionID, e.RunID)
 	if errors.Is(err, replay.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "run %q has no events yet", e.RunID)
 		return nil, false
@@ -88,7 +88,7 @@ func (x *api) view(w http.ResponseWriter, r *http.Request, principal string) {
 	if st, err := h.At(at); err == nil {
 		phase = st.Checkpoint.Phase
 	}
-	x.writeView(w, http.StatusOK, map[string]any{"run": entry, "record": h.Run, "at": at, "last": last, "phase": phase,
+	x.writeView(w, r, http.StatusOK, map[string]any{"run": entry, "record": h.Run, "at": at, "last": last, "phase": phase,
 		"timeline": h.Timeline(at), "usage": h.Usage(at), "tree": tree})
 }
 
@@ -118,7 +118,7 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 			return projections.TreeNode{}, err
 		}
 		for _, c := range kids {
-			ch, err := replay.LoadIn(ctx, x.a.js, "CAIRN", c.SessionID, c.RunID)
+			ch, err := replay.LoadIn(ctx, replay.Source{JS: x.a.js, Keys: x.a.keys}, c.SessionID, c.RunID)
 			if errors.Is(err, replay.ErrNotFound) {
 				continue // recorded as a child, its creation not written yet
 			}
@@ -144,7 +144,7 @@ func (x *api) transcript(w http.ResponseWriter, r *http.Request, principal strin
 		_ = t.Apply(e)
 	}
 	s, _ := t.Session(h.SessionID)
-	x.writeView(w, http.StatusOK, map[string]any{"session_id": h.SessionID, "entries": s.Entries, "compactions": s.Compactions, "window": s.Window()})
+	x.writeView(w, r, http.StatusOK, map[string]any{"session_id": h.SessionID, "entries": s.Entries, "compactions": s.Compactions, "window": s.Window()})
 }
 
 type atRequest struct {
@@ -176,7 +176,7 @@ func (x *api) redrive(w http.ResponseWriter, r *http.Request, principal string) 
 		writeError(w, http.StatusConflict, "redrive", "%v", err)
 		return
 	}
-	x.writeView(w, http.StatusOK, map[string]any{"report": rep, "exact": rep.Exact()})
+	x.writeView(w, r, http.StatusOK, map[string]any{"report": rep, "exact": rep.Exact()})
 }
 
 func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
@@ -192,7 +192,7 @@ func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
 		writeError(w, http.StatusBadRequest, "invalid", "run: %s is a child run; fork its root", h.RunID)
 		return
 	}
-	store, err := logStore(r.Context(), x.a.nc, x.a.js, "fork")
+	store, err := logStore(r.Context(), x.a.nc, x.a.js, "fork", x.a.keys)
 	if err != nil {
 		x.nodeError(w, err)
 		return

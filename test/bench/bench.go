@@ -76,7 +76,7 @@ func main() {
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
 	runD := flag.Duration("run-d", 16*time.Second, "duration of each measurement of B3 and B3gc (whole runs; slices of a quarter)")
-	scen := flag.String("scenarios", "B1,B1gc,B2,B3,B3gc,B4,B5,B6,B7,B8", "scenarios to run")
+	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
@@ -158,6 +158,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 	}
 	if cfg.scenarios["B1GC"] {
 		r, err := b1gc(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["B1S"] {
+		r, err := b1s(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -471,6 +478,58 @@ func b1gc(ctx context.Context, cfg config) ([]row, error) {
 			r.ratio = append(r.ratio, st.rate/base.rate)
 			r.cairn = fmt.Sprintf("%.0f/s p50 %s p99 %s", st.rate, st.p50.Round(10*time.Microsecond), st.p99.Round(10*time.Microsecond))
 			r.baseline = fmt.Sprintf("single publishes %.0f/s p50 %s p99 %s", base.rate, base.p50.Round(10*time.Microsecond), base.p99.Round(10*time.Microsecond))
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// b1s: the payload codec's cost. SaveCheckpoint with every event sealed
+// (AES-256-GCM, events.Keyring) against the same store without it, on one
+// server, alternating.
+func b1s(ctx context.Context, cfg config) ([]row, error) {
+	_, nc, done, err := server(false)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	line, err := events.NewKey("bench")
+	if err != nil {
+		return nil, err
+	}
+	keys, err := events.ParseKeyring(line)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: cfg.gc, Keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	plain, err := jetstream.New(ctx, nc, jetstream.Config{GroupCommit: cfg.gc})
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, writers := range cfg.writers {
+		r := row{scenario: "B1s", what: fmt.Sprintf("commits/s, %d writer(s): payload codec on vs off", writers), target: 0.9,
+			note: "SyncAlways; both through SaveCheckpoint"}
+		for rep := 0; rep < cfg.reps; rep++ {
+			id := round.Add(1)
+			on, err := storeLoader(ctx, sealed, writers, fmt.Sprintf("sealed-%d", id))
+			if err != nil {
+				return nil, err
+			}
+			off, err := storeLoader(ctx, plain, writers, fmt.Sprintf("plain-%d", id))
+			if err != nil {
+				return nil, err
+			}
+			st, base, err := versus(cfg.duration, on, off)
+			if err != nil {
+				return nil, err
+			}
+			r.ratio = append(r.ratio, st.rate/base.rate)
+			r.cairn = fmt.Sprintf("%.0f/s p50 %s p99 %s", st.rate, st.p50.Round(10*time.Microsecond), st.p99.Round(10*time.Microsecond))
+			r.baseline = fmt.Sprintf("plain %.0f/s p50 %s p99 %s", base.rate, base.p50.Round(10*time.Microsecond), base.p99.Round(10*time.Microsecond))
 		}
 		rows = append(rows, r)
 	}

@@ -25,17 +25,17 @@ func TestMain(m *testing.M) {
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
 	all := map[string]bool{}
-	for _, s := range []string{"B1", "B1GC", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8"} {
 		all[s] = true
 	}
 	rows, err := run(context.Background(), smokeConfig(all))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// B1, B1gc, B2, B3, B3gc and B6 have two rows each (writers 1 and 4;
-	// sync modes; two scripts), B4, B5, B7 and B8 one.
-	if len(rows) != 16 {
-		t.Fatalf("%d rows, want 16", len(rows))
+	// B1, B1gc, B1s, B2, B3, B3gc and B6 have two rows each (writers 1
+	// and 4; sync modes; two scripts), B4, B5, B7 and B8 one.
+	if len(rows) != 18 {
+		t.Fatalf("%d rows, want 18", len(rows))
 	}
 	var b strings.Builder
 	print(&b, rows)
@@ -52,7 +52,7 @@ func TestSmoke(t *testing.T) {
 // The sizes are modest (a benchmark run should take minutes, not an
 // hour); the harness (go run ./test/bench) makes the README's table.
 func BenchmarkScenarios(b *testing.B) {
-	for _, s := range []string{"B1", "B1GC", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8"} {
 		b.Run(s, func(b *testing.B) {
 			cfg := config{duration: time.Second, runDuration: 8 * time.Second, reps: 1, writers: []int{1, 64}, scenarios: map[string]bool{s: true},
 				parked: []int{1000}, chain: 10, b8Runs: 200, b8Events: 100, b7Runs: 500}
