@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/actors/sweep"
@@ -43,6 +46,14 @@ type ClusterConfig struct {
 	AdvertisedHost string
 	// Name of this node; member IDs are Name-<random>. "" means "node".
 	Name string
+	// TLS, when set, secures the members' remote (gRPC) both ways with
+	// mutual TLS: the member serves its Certificates and requires a peer
+	// certificate signed by ClientCAs (RootCAs when nil), and dials with
+	// its Certificates, checking the peer's against RootCAs. A member
+	// without a certificate of that CA cannot send this one a message.
+	// Nil means clear text without authentication (loopback and private
+	// networks only).
+	TLS *tls.Config
 	// SweepInterval is how often the member also wakes, between topology
 	// changes, the active runs it owns whose lease holder is no longer a
 	// member (a wake that was lost), or is another member that has held it
@@ -154,6 +165,15 @@ func (n *Node) startMember(ctx context.Context) (*member, error) {
 			_ = m.store.Close(context.Background())
 			return nil, fmt.Errorf("actors: cluster provider: %w", err)
 		}
+	}
+	if cc != nil && cc.TLS != nil {
+		srv, cli := cc.TLS.Clone(), cc.TLS.Clone()
+		srv.ClientAuth = tls.RequireAndVerifyClientCert
+		if srv.ClientCAs == nil {
+			srv.ClientCAs = srv.RootCAs
+		}
+		ropts = append(ropts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
 	}
 	rcfg := remote.Configure(host, port, ropts...)
 	rcfg.MaxRetryCount = 2 // a dead peer costs seconds of retries otherwise

@@ -2,9 +2,14 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +96,7 @@ func (n *node) provider() *cluster.Provider {
 	return n.providers[len(n.providers)-1]
 }
 
-func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, w worker) *node {
+func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, w worker, tc *tls.Config) *node {
 	t.Helper()
 	n := &node{kv: &faultyKV{KV: kv}}
 	logger := slog.New(counter{Handler: slog.DiscardHandler, phrase: "attempt fenced out", n: &n.fenced})
@@ -111,7 +116,7 @@ func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, 
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		Logger: logger, IdleTimeout: 5 * time.Second, DrainTimeout: time.Second, MaxRetries: 20,
-		Cluster: &actors.ClusterConfig{Name: name, SweepInterval: time.Second, Provider: func() (pcluster.ClusterProvider, error) {
+		Cluster: &actors.ClusterConfig{Name: name, SweepInterval: time.Second, TLS: tc, Provider: func() (pcluster.ClusterProvider, error) {
 			p, err := cluster.NewProvider(cluster.Config{KV: n.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name})
 			if err == nil {
 				n.mu.Lock()
@@ -131,6 +136,13 @@ func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, 
 
 func startNodes(t *testing.T, w worker) (*nats.Conn, jetstream.JetStream, []*node) {
 	t.Helper()
+	return startNodesTLS(t, w, nil)
+}
+
+// startNodesTLS is startNodes with the members' remote on mutual TLS (nil:
+// clear text).
+func startNodesTLS(t *testing.T, w worker, tc *tls.Config) (*nats.Conn, jetstream.JetStream, []*node) {
+	t.Helper()
 	nc := natstest.Connect(t, natstest.Server(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -140,7 +152,7 @@ func startNodes(t *testing.T, w worker) (*nats.Conn, jetstream.JetStream, []*nod
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := []*node{startNode(t, nc, kv, "n1", w), startNode(t, nc, kv, "n2", w), startNode(t, nc, kv, "n3", w)}
+	nodes := []*node{startNode(t, nc, kv, "n1", w, tc), startNode(t, nc, kv, "n2", w, tc), startNode(t, nc, kv, "n3", w, tc)}
 	for _, n := range nodes {
 		eventually(t, "three members", func() bool { return len(n.provider().Members()) == 3 })
 	}
@@ -197,8 +209,49 @@ func nodeOf(holder string) string { name, _, _ := strings.Cut(holder, "-"); retu
 
 // Runs started through one node run on every member and complete once.
 func TestRunsSpreadAcrossMembers(t *testing.T) {
+	runsSpread(t, nil)
+}
+
+// The same over mutual TLS (the members' gRPC link): runs placed on other
+// members reach them, and the remote refuses a peer without a certificate
+// of the CA.
+func TestRunsSpreadAcrossMembersOverTLS(t *testing.T) {
+	files := natstest.TLSFiles(t)
+	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(files.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	nodes := runsSpread(t, &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+	m := nodes[1].provider().Members()[0]
+	addr := net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
+	// Without a client certificate the handshake (or, in TLS 1.3, the
+	// first read after it) fails.
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if err == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a peer without a certificate: %v, want a refusal", err)
+	}
+	// With one, it is let in.
+	conn, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("a peer with the CA's certificate: %v", err)
+	}
+	conn.Close()
+}
+
+func runsSpread(t *testing.T, tc *tls.Config) []*node {
 	calls := &atomic.Int64{}
-	_, js, nodes := startNodes(t, worker{calls: calls})
+	_, js, nodes := startNodesTLS(t, worker{calls: calls}, tc)
 	roots := startRoots(t, nodes[0], 9)
 	waitRoots(t, nodes[0], roots)
 	rep := checkLog(t, js, 27)
@@ -212,6 +265,7 @@ func TestRunsSpreadAcrossMembers(t *testing.T) {
 		t.Errorf("27 runs all ran on %v", ran)
 	}
 	t.Logf("leases by node: %v", ran)
+	return nodes
 }
 
 // A member that cannot reach the membership bucket for longer than the TTL

@@ -181,7 +181,11 @@ func connect(o nodeOptions) (*nats.Conn, func(), error) {
 // health (nil with an external server).
 func connectWatched(o nodeOptions) (*nats.Conn, func(), func() error, error) {
 	if o.natsURL != "" {
-		nc, err := nats.Connect(o.natsURL, nats.MaxReconnects(-1))
+		opts := []nats.Option{nats.MaxReconnects(-1)}
+		if o.cluster.tlsCA != "" {
+			opts = append(opts, nats.RootCAs(o.cluster.tlsCA))
+		}
+		nc, err := nats.Connect(o.natsURL, opts...)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("nats %s: %w", o.natsURL, err)
 		}

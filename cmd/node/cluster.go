@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +46,10 @@ type clusterOptions struct {
 	// natsListen is the embedded server's client listener ("" none: the
 	// node connects in-process).
 	natsListen string
+	// tlsCert, tlsKey and tlsCA secure the embedded server's client port
+	// and routes (--nats-tls-*); tlsCA also verifies an external --nats
+	// server's certificate.
+	tlsCert, tlsKey, tlsCA string
 	// replicas of the stream and buckets; zero means 3 with an embedded
 	// cluster, else 1.
 	replicas int
@@ -63,7 +69,7 @@ type embedded struct {
 
 // clusterFlagNames are the flags flags registers, each also set by its
 // CAIRN_* variable.
-var clusterFlagNames = []string{"cluster", "node-name", "cluster-listen", "cluster-advertise", "nats-cluster", "nats-routes", "nats-listen", "replicas", "member-ttl", "member-heartbeat"}
+var clusterFlagNames = []string{"cluster", "node-name", "cluster-listen", "cluster-advertise", "nats-cluster", "nats-routes", "nats-listen", "replicas", "member-ttl", "member-heartbeat", "nats-tls-cert", "nats-tls-key", "nats-tls-ca"}
 
 func (c *clusterOptions) flags(fs *flag.FlagSet) {
 	c.embedded = &embedded{}
@@ -75,6 +81,9 @@ func (c *clusterOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.natsCluster, "nats-cluster", "", "host:port: the embedded NATS server joins a NATS cluster, listening for routes here")
 	fs.StringVar(&c.natsRoutes, "nats-routes", "", "the other nodes' --nats-cluster addresses, comma-separated")
 	fs.StringVar(&c.natsListen, "nats-listen", "", "host:port of the embedded NATS server's client listener (default: none, in-process only)")
+	fs.StringVar(&c.tlsCert, "nats-tls-cert", "", "PEM certificate of the embedded NATS server: TLS on its client port and routes (with --nats-tls-key and --nats-tls-ca)")
+	fs.StringVar(&c.tlsKey, "nats-tls-key", "", "PEM key of --nats-tls-cert")
+	fs.StringVar(&c.tlsCA, "nats-tls-ca", "", "PEM CA that signed every node's --nats-tls-cert (routes verify each other with it); with --nats, the CA of that server's certificate")
 	fs.IntVar(&c.replicas, "replicas", 0, "replicas of the run log and buckets: 1, 3 or 5 (default 3 with --nats-cluster, else 1)")
 	fs.DurationVar(&c.ttl, "member-ttl", 10*time.Second, "a member that does not refresh its entry for this long is gone; its runs move")
 	fs.DurationVar(&c.heartbeat, "member-heartbeat", 0, "how often a member refreshes its entry (default a third of --member-ttl)")
@@ -151,6 +160,14 @@ func (c clusterOptions) serverConfig(base jetstream.ServerConfig) (jetstream.Ser
 			return base, fmt.Errorf("--nats-listen: %w", err)
 		}
 		base.Host, base.Port = host, port
+	}
+	if c.tlsCert != "" || c.tlsKey != "" {
+		for _, f := range []struct{ flag, v string }{{"nats-tls-cert", c.tlsCert}, {"nats-tls-key", c.tlsKey}, {"nats-tls-ca", c.tlsCA}} {
+			if f.v == "" {
+				return base, fmt.Errorf("--%s: TLS on the embedded server needs --nats-tls-cert, --nats-tls-key and --nats-tls-ca", f.flag)
+			}
+		}
+		base.TLS = &jetstream.TLSConfig{CertFile: c.tlsCert, KeyFile: c.tlsKey, CAFile: c.tlsCA}
 	}
 	if c.natsCluster == "" {
 		return base, nil
@@ -519,6 +536,15 @@ func (c clusterOptions) configure(ctx context.Context, js njs.JetStream, cfg *ac
 		Provider: func() (pcluster.ClusterProvider, error) {
 			return cluster.NewProvider(cluster.Config{KV: kv, TTL: c.ttl, Heartbeat: c.heartbeat, Name: c.name, Logger: logger})
 		}}
+	// The members' remote uses the node's NATS certificate too: one
+	// certificate per node, one CA per cluster.
+	if c.tlsCert != "" {
+		tc, err := memberTLS(c.tlsCert, c.tlsKey, c.tlsCA)
+		if err != nil {
+			return err
+		}
+		cfg.Cluster.TLS = tc
+	}
 	// A node that dies takes its NATS server with it: a stream leader
 	// moves, and attempts fail for a few seconds meanwhile. Retry them for
 	// longer before a run is failed.
@@ -543,4 +569,22 @@ func sanitizeName(s string) string {
 		return "node"
 	}
 	return b.String()
+}
+
+// memberTLS is the members' remote's mutual TLS from the --nats-tls-*
+// files.
+func memberTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-tls-cert, --nats-tls-key: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--nats-tls-ca: %s holds no PEM certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

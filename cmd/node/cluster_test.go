@@ -61,6 +61,24 @@ func TestClusterServerConfig(t *testing.T) {
 	if c.replicaCount() != 3 || (clusterOptions{}).replicaCount() != 1 || (clusterOptions{replicas: 5}).replicaCount() != 5 {
 		t.Fatal("replica defaults")
 	}
+
+	// --nats-tls-*: the server's client port and routes, and the members'
+	// remote, from the same files.
+	files := natstest.TLSFiles(t)
+	c.tlsCert, c.tlsKey, c.tlsCA = files.CertFile, files.KeyFile, files.CAFile
+	got, err = c.serverConfig(jetstream.ServerConfig{StoreDir: t.TempDir(), Port: -1})
+	if err != nil || got.TLS == nil || *got.TLS != files {
+		t.Fatalf("TLS: %+v, %v", got.TLS, err)
+	}
+	if tc, err := memberTLS(files.CertFile, files.KeyFile, files.CAFile); err != nil || len(tc.Certificates) != 1 || tc.RootCAs == nil {
+		t.Fatalf("member TLS: %v", err)
+	}
+	if _, err := memberTLS(files.CertFile, files.KeyFile, files.CertFile+".missing"); err == nil || !strings.Contains(err.Error(), "--nats-tls-ca") {
+		t.Fatalf("a missing CA: %v", err)
+	}
+	if _, err := memberTLS(files.KeyFile, files.KeyFile, files.CAFile); err == nil || !strings.Contains(err.Error(), "--nats-tls-cert") {
+		t.Fatalf("a key for a certificate: %v", err)
+	}
 }
 
 // Issue 22: a failed start, or a node killed while starting, left the boot

@@ -46,14 +46,19 @@ func credsCmd(args []string, stdout, stderr io.Writer) int {
 	set.SetOutput(stderr)
 	data := set.String("data", ".cairn", "data directory of the node (its embedded server's credentials)")
 	listen := set.String("nats-listen", "", "the node's --nats-listen host:port, for the server URL")
-	if err := parseFlags(set, args, "data", "nats-listen"); err != nil {
+	ca := set.String("nats-tls-ca", "", "the node's --nats-tls-ca, when its server speaks TLS")
+	if err := parseFlags(set, args, "data", "nats-listen", "nats-tls-ca"); err != nil {
 		return parseFailed(stderr, "node creds", err)
 	}
 	if set.NArg() > 0 {
 		fmt.Fprintf(stderr, "node creds: unexpected argument %q\n", set.Arg(0))
 		return 2
 	}
-	server := "nats://HOST:PORT"
+	scheme := "nats"
+	if *ca != "" {
+		scheme = "tls"
+	}
+	server := scheme + "://HOST:PORT"
 	if *listen != "" {
 		host, port, err := hostPort(*listen)
 		if err != nil {
@@ -63,7 +68,7 @@ func credsCmd(args []string, stdout, stderr io.Writer) int {
 		if host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
 			host = "127.0.0.1"
 		}
-		server = "nats://" + net.JoinHostPort(host, strconv.Itoa(port))
+		server = scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	c, err := jetstream.LoadCredentials(credentialsPath(*data))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -73,6 +78,9 @@ func credsCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "node creds:", err)
 		return 1
+	}
+	if *ca != "" {
+		server += " --tlsca " + *ca
 	}
 	fmt.Fprintf(stdout, `# The run log, read only (the CAIRN stream through consumers and direct gets;
 # no publish under cairn.>). For event-stream consumers:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/store/jetstream"
@@ -192,5 +193,43 @@ func TestRouteSecretRequired(t *testing.T) {
 		cluster: clusterOptions{name: "n1", natsCluster: "127.0.0.1:0", listen: "127.0.0.1:0", ttl: 10 * time.Second, embedded: &embedded{}}}
 	if _, err := startMember(context.Background(), o); err == nil || !strings.Contains(err.Error(), routeSecretEnv) {
 		t.Fatalf("startMember without the secret: %v", err)
+	}
+}
+
+// With --nats-tls-cert/-key/-ca the embedded server's client port speaks
+// TLS only: a client without the CA is refused, the reader with it reads
+// the log, and node creds prints the tls:// line with --tlsca. A partial
+// TLS configuration stops the node naming the missing flag.
+func TestNATSListenTLS(t *testing.T) {
+	files := natstest.TLSFiles(t)
+	dir := t.TempDir()
+	natsAddr := "127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
+	servingWith(t, dir, clusterOptions{natsListen: natsAddr, embedded: &embedded{}, tlsCert: files.CertFile, tlsKey: files.KeyFile, tlsCA: files.CAFile})
+	creds, err := jetstream.LoadCredentials(credentialsPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nats.Connect("tls://"+natsAddr, nats.UserInfo(jetstream.ReaderUser, creds.Reader), nats.MaxReconnects(0)); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("a client without the CA: %v", err)
+	}
+	reader, err := nats.Connect("tls://"+natsAddr, nats.UserInfo(jetstream.ReaderUser, creds.Reader), nats.RootCAs(files.CAFile), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	js, err := njs.New(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(context.Background(), "CAIRN"); err != nil {
+		t.Fatalf("the reader over TLS: %v", err)
+	}
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"creds", "--data", dir, "--nats-listen", natsAddr, "--nats-tls-ca", files.CAFile}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "nats --server tls://"+natsAddr+" --tlsca "+files.CAFile+" --user reader") {
+		t.Fatalf("node creds: %d %s%s", code, out.String(), errb.String())
+	}
+	if _, err := (clusterOptions{tlsCert: files.CertFile, tlsKey: files.KeyFile}).serverConfig(jetstream.ServerConfig{}); err == nil || !strings.Contains(err.Error(), "--nats-tls-ca") {
+		t.Fatalf("TLS without a CA: %v", err)
 	}
 }

@@ -20,7 +20,8 @@ type ServerConfig struct {
 	StoreDir string
 	// Host to listen on; "" means 127.0.0.1 (loopback only). Exposing the
 	// server beyond loopback is the operator's decision; its clients
-	// authenticate in any case (Credentials), in clear text (no TLS).
+	// authenticate in any case (Credentials), in clear text unless TLS is
+	// set.
 	Host string
 	// Port to listen on; 0 picks a free port, -1 does not listen at all
 	// (in-process connections only).
@@ -41,7 +42,24 @@ type ServerConfig struct {
 	// them. A server others connect to is given the ones of its data
 	// directory (LoadOrCreateCredentials).
 	Credentials *Credentials
+	// TLS, when set, secures the client port (a client must speak TLS;
+	// in-process connections need none) and the cluster's routes (mutual
+	// TLS: each member presents its certificate, verified against CAFile,
+	// and checks the other's against the route's host). Nil means clear
+	// text on both.
+	TLS *TLSConfig
 }
+
+// TLSConfig names PEM files: the server's certificate (valid for the hosts
+// clients and other members reach it by), its key, and the CA that signed
+// the members' certificates.
+type TLSConfig struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// tlsTimeout is how long a TLS handshake may take, in seconds: the
+// server's default (0.5 s) fails handshakes on a busy machine.
+const tlsTimeout = 5
 
 // ClusterConfig is the cluster part of an embedded server's configuration.
 type ClusterConfig struct {
@@ -119,6 +137,16 @@ func startServer(cfg ServerConfig) (*Server, error) {
 		NoSigs:     true,
 		Users:      users(creds),
 	}
+	if t := cfg.TLS; t != nil {
+		if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" {
+			return nil, errors.New("jetstream: server: TLS needs a certificate, its key and a CA file")
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile})
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: server: TLS: %w", err)
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, tc, tlsTimeout
+	}
 	switch cfg.Port {
 	case 0:
 		opts.Port = server.RANDOM_PORT
@@ -133,6 +161,17 @@ func startServer(cfg ServerConfig) (*Server, error) {
 			routeSecret = c.Secret
 		}
 		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port, Username: RouteUser, Password: routeSecret}
+		if t := cfg.TLS; t != nil {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile, Verify: true})
+			if err != nil {
+				return nil, fmt.Errorf("jetstream: server: route TLS: %w", err)
+			}
+			// A member dials routes too: it checks the other's
+			// certificate against the same CA (nats-server's config
+			// file parser does this; its Go options do not).
+			tc.RootCAs = tc.ClientCAs
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, tlsTimeout
+		}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil {

@@ -93,6 +93,17 @@ func ephemeralLow() int {
 // it can place a replicated stream.
 func Cluster(t testing.TB, n int) []*jetstream.Server {
 	t.Helper()
+	return cluster(t, n, nil)
+}
+
+// ClusterTLS is Cluster with TLS on every client port and route.
+func ClusterTLS(t testing.TB, n int, tls jetstream.TLSConfig) []*jetstream.Server {
+	t.Helper()
+	return cluster(t, n, &tls)
+}
+
+func cluster(t testing.TB, n int, tls *jetstream.TLSConfig) []*jetstream.Server {
+	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
 		ports[i] = FreePort(t)
@@ -108,6 +119,7 @@ func Cluster(t testing.TB, n int) []*jetstream.Server {
 		s, err := jetstream.StartServer(jetstream.ServerConfig{
 			StoreDir: t.TempDir(), ServerName: fmt.Sprintf("s%d", i),
 			Cluster: &jetstream.ClusterConfig{Name: "cairn-test", Host: "127.0.0.1", Port: ports[i], Routes: routes},
+			TLS:     tls,
 		})
 		if err != nil {
 			t.Fatal(err)
