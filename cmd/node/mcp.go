@@ -158,11 +158,15 @@ func (m *mcpTools) status(ctx context.Context, sessionID, runID, agent string) (
 	if err != nil {
 		return mcpRun{}, err
 	}
-	out := mcpRun{RunID: runID, SessionID: sessionID, Agent: agent, Status: string(runtime.RunStatus(st, reply)), Error: errText}
+	// Redacted like every view: the reply holds what the run saw (a
+	// model's echo of a secret included). MCP clients are often agents
+	// themselves; no principal gets raw values here.
+	red := m.a.red
+	out := mcpRun{RunID: runID, SessionID: sessionID, Agent: agent, Status: string(runtime.RunStatus(st, reply)), Error: red.Redact(errText)}
 	if reply != nil {
-		out.Reply = &mcpReply{Type: string(reply.Type), Question: reply.Question}
+		out.Reply = &mcpReply{Type: string(reply.Type), Question: red.Redact(reply.Question)}
 		if len(reply.Output) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(reply.Output))
+			dec := json.NewDecoder(bytes.NewReader(redactJSON(red, reply.Output)))
 			dec.UseNumber() // numbers as the model wrote them
 			var v any
 			if err := dec.Decode(&v); err != nil {

@@ -397,3 +397,32 @@ func TestRunWithMCPServers(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
+
+// A node stops at once, and cleanly, while an MCP client holds its session
+// open (and an event stream follows a run): both are long-lived requests
+// that never go idle, and the shutdown waited its whole 10 s for them, then
+// exited with "context deadline exceeded" (found by the planted-secret
+// suite).
+func TestServeStopsWithOpenStreams(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	o := serveOptions{nodeOptions: nodeOptions{agentsDir: askerDir(t, nil), data: t.TempDir(), logger: slog.New(slog.DiscardHandler)},
+		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}}
+	go func() { done <- serve(ctx, o, ready) }()
+	var base string
+	select {
+	case addr := <-ready:
+		base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	cs := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
+	if _, errText := callTool(t, cs, "list_agents", map[string]any{}); errText != "" {
+		t.Fatal(errText)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve stopped with %v, want a clean stop", err)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/cairn-agents/cairn/events"
 )
 
@@ -223,6 +225,13 @@ func TestPlantedSecret(t *testing.T) {
 			get("the run page", "/ui/runs/"+run)
 			get("the runs page", "/ui/")
 			get("/metrics", "/metrics")
+			mcp := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
+			got, errText := callTool(t, mcp, "get_run", map[string]any{"run_id": run})
+			if errText != "" || got.Status != "completed" {
+				t.Fatalf("/mcp get_run: %+v %s", got, errText)
+			}
+			b, _ := json.Marshal(got)
+			seen["/mcp get_run"] = string(b)
 			// The control: a principal granted raw values sees the secret
 			// (and so this test sees a leak when there is one). Its runs
 			// are its own: alice's run is a 404 to it, so it starts one.

@@ -165,17 +165,22 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	mux.HandleFunc("POST /v1/runs", api.auth(api.start))
 	mux.HandleFunc("GET /v1/runs", api.auth(api.list))
 	mux.HandleFunc("GET /v1/runs/{run}", api.auth(api.show))
-	mux.HandleFunc("GET /v1/runs/{run}/events", api.auth(api.events))
+	// Streams never go idle: they end when the server begins to stop,
+	// or its shutdown would wait out its deadline for them.
+	stopping, stopStreams := context.WithCancel(context.Background())
+	defer stopStreams()
+	mux.Handle("GET /v1/runs/{run}/events", untilStopping(stopping, api.auth(api.events)))
 	mux.HandleFunc("POST /v1/runs/{run}/continue", api.auth(api.continueRun))
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", api.auth(api.cancel))
 	// web.go: the run view, replay, re-drive and fork.
 	api.registerWeb(mux)
-	mux.Handle("/mcp", api.mcpHandler()) // Cairn as an MCP server (mcp.go), same tokens
+	mux.Handle("/mcp", untilStopping(stopping, api.mcpHandler())) // Cairn as an MCP server (mcp.go), same tokens
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: guard(mux, len(o.tokens) > 0), ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(stopStreams)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -214,6 +219,19 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return err
 	}
 	return fatal
+}
+
+// untilStopping ends h's requests when stopping is done: the event
+// stream and MCP's (its session's stream, a get_run waiting for its run)
+// are requests that never go idle. A get_run cut short answers the run's
+// status as it is.
+func untilStopping(stopping context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(stopping, cancel)()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 type api struct {
