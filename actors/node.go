@@ -92,6 +92,10 @@ type Config struct {
 	Redactor   runtime.Redactor
 	// Sink receives every run's diagnostics; nil discards them.
 	Sink func(run events.Run, ev runtime.SinkEvent)
+	// OnAttempt, when set, observes every attempt this node ran to its
+	// end (metrics): an attempt that found nothing to run (its run had
+	// ended, or had no record yet) is not one.
+	OnAttempt func(AttemptEnded)
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// IdleTimeout passivates an idle run actor; zero means 30s.
@@ -1060,8 +1064,51 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	// deferred check above (a NATS call timing out reports
 	// context.DeadlineExceeded too, and that one is an outage: the cause
 	// tells them apart).
+	started := time.Now()
 	res, err = runtime.Run(ctx, in)
+	if n.cfg.OnAttempt != nil {
+		outcome := attemptOutcome(res, err)
+		if err != nil && errors.Is(context.Cause(ctx), errWallClockDeadline) {
+			outcome = "failed" // the deferred check above makes it a budget error
+		}
+		n.cfg.OnAttempt(AttemptEnded{Run: *rec, Reason: reason.String(), Took: time.Since(started), Outcome: outcome})
+	}
 	return res, store, err
+}
+
+// AttemptEnded is one attempt's end, as Config.OnAttempt sees it.
+type AttemptEnded struct {
+	Run events.Run
+	// Reason is why it started: started, woken, recovered, retried ...
+	Reason string
+	// Took is its wall-clock time, from the run loop's start to its end.
+	Took time.Duration
+	// Outcome: completed, needs_input (the run ended with that reply),
+	// parked (waiting for children), drained (the node is stopping),
+	// fenced (another member took the run over), cancelled (the attempt
+	// was cancelled), failed (the run failed for good: a budget, input or
+	// contract error) or error (a transient failure: retried).
+	Outcome string
+}
+
+func attemptOutcome(res *runtime.Result, err error) string {
+	switch {
+	case err == nil && res != nil && res.Reply != nil:
+		return string(runtime.RunStatus(runtime.StatusCompleted, res.Reply))
+	case errors.Is(err, runtime.ErrWaiting) || err == nil && res != nil && res.Waiting:
+		return "parked"
+	case errors.Is(err, runtime.ErrDrained):
+		return "drained"
+	case errors.Is(err, runtime.ErrLeaseLost):
+		return "fenced"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case err != nil && permanent(err):
+		return "failed"
+	case err != nil:
+		return "error"
+	}
+	return "completed"
 }
 
 // errWallClockDeadline is the cause of an attempt cancelled at its root's

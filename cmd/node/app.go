@@ -141,6 +141,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if o.metrics != nil {
 		cfg.Store.OnCommit = o.metrics.commit
 		cfg.Store.OnBatch = o.metrics.batch
+		cfg.OnAttempt = o.metrics.attempt
 		inner := o.sink
 		cfg.Sink = func(r events.Run, ev runtime.SinkEvent) {
 			o.metrics.event(r, ev)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/projections/runindex"
@@ -35,6 +36,8 @@ type metrics struct {
 	commitErrors  int64
 	batchSizes    map[string]*histogram // by stream
 	batchFallback int64
+	attempts      map[[3]string]int64      // by agent, reason and outcome
+	attemptSecs   map[[2]string]*histogram // by agent and outcome
 	index         *runindex.Index
 }
 
@@ -42,6 +45,9 @@ var (
 	commitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 	batchBuckets  = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
 	modelBuckets  = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300}
+	// attemptBuckets: an attempt runs from milliseconds (a wake that
+	// parks again) to the root's whole wall-clock budget.
+	attemptBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}
 )
 
 type histogram struct {
@@ -53,7 +59,8 @@ type histogram struct {
 func newMetrics() *metrics {
 	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, modelSeconds: map[string]*histogram{}, modelErrors: map[[2]string]int64{},
 		tokens: map[[2]string]int64{}, parked: map[string]bool{},
-		commits: map[string]*histogram{}, batchSizes: map[string]*histogram{}}
+		commits: map[string]*histogram{}, batchSizes: map[string]*histogram{},
+		attempts: map[[3]string]int64{}, attemptSecs: map[[2]string]*histogram{}}
 }
 
 func (h *histogram) observe(buckets []float64, v float64) {
@@ -122,6 +129,19 @@ func (m *metrics) event(r events.Run, ev runtime.SinkEvent) {
 	}
 }
 
+func (m *metrics) attempt(ev actors.AttemptEnded) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.attempts[[3]string{ev.Run.Agent, ev.Reason, ev.Outcome}]++
+	k := [2]string{ev.Run.Agent, ev.Outcome}
+	h := m.attemptSecs[k]
+	if h == nil {
+		h = &histogram{counts: make([]int64, len(attemptBuckets))}
+		m.attemptSecs[k] = h
+	}
+	h.observe(attemptBuckets, ev.Took.Seconds())
+}
+
 type countingModel struct {
 	m     *metrics
 	agent string
@@ -178,6 +198,21 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "# HELP cairn_parks_total Times a run parked waiting for children.\n# TYPE cairn_parks_total counter\ncairn_parks_total %d\n", m.parks)
 	fmt.Fprintf(w, "# HELP cairn_parked_runs Runs parked on this node, waiting for children.\n# TYPE cairn_parked_runs gauge\ncairn_parked_runs %d\n", len(m.parked))
 	fmt.Fprintf(w, "# HELP cairn_completions_total Runs completed on this node.\n# TYPE cairn_completions_total counter\ncairn_completions_total %d\n", m.completions)
+	fmt.Fprintln(w, "# HELP cairn_attempts_total Attempts this node ran to their end, by agent, why each started (started, woken, recovered, retried ...) and how it ended (completed, needs_input, parked, drained, fenced, cancelled, failed, error).\n# TYPE cairn_attempts_total counter")
+	akeys := make([][3]string, 0, len(m.attempts))
+	for k := range m.attempts {
+		akeys = append(akeys, k)
+	}
+	sort.Slice(akeys, func(i, j int) bool {
+		return strings.Join(akeys[i][:], "\x00") < strings.Join(akeys[j][:], "\x00")
+	})
+	for _, k := range akeys {
+		fmt.Fprintf(w, "cairn_attempts_total{agent=%q,reason=%q,outcome=%q} %d\n", k[0], k[1], k[2], m.attempts[k])
+	}
+	fmt.Fprintln(w, "# HELP cairn_attempt_seconds Attempt duration, by agent and outcome: a run's time on this node, between its parks.\n# TYPE cairn_attempt_seconds histogram")
+	for _, k := range sortedPairs(m.attemptSecs) {
+		m.attemptSecs[k].write(w, "cairn_attempt_seconds", fmt.Sprintf("agent=%q,outcome=%q,", k[0], k[1]), attemptBuckets)
+	}
 	fmt.Fprintln(w, "# HELP cairn_model_requests_total Model requests, by agent.\n# TYPE cairn_model_requests_total counter")
 	for _, k := range sortedKeys(m.modelRequests) {
 		fmt.Fprintf(w, "cairn_model_requests_total{agent=%q} %d\n", k, m.modelRequests[k])

@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,4 +55,63 @@ func TestMetricsModelAndProcess(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, out)
 		}
 	}
+}
+
+// /metrics counts the attempts a node ran, by agent, why each started and
+// how it ended, with their durations: the researcher ends completed in
+// exactly one attempt (it may park for its children first: how often
+// depends on when they finish), each child completes in the one attempt it
+// was started with.
+func TestMetricsAttempts(t *testing.T) {
+	base := serving(t, t.TempDir())
+	status, _, started := post(t, base, nil, `{"agent":"researcher","message":"Is the Great Wall visible from orbit?"}`)
+	if status != 201 {
+		t.Fatalf("POST: %d %v", status, started)
+	}
+	run, _ := started["run_id"].(string)
+	sse(t, base, "alice-token", run) // to its end
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	out := string(b)
+	// outcomes[agent][outcome] sums cairn_attempts_total over reasons.
+	outcomes := map[string]map[string]int{}
+	re := regexp.MustCompile(`^cairn_attempts_total\{agent="([^"]+)",reason="([^"]+)",outcome="([^"]+)"\} (\d+)$`)
+	for _, l := range strings.Split(out, "\n") {
+		if m := re.FindStringSubmatch(l); m != nil {
+			if outcomes[m[1]] == nil {
+				outcomes[m[1]] = map[string]int{}
+			}
+			n, _ := strconv.Atoi(m[4])
+			outcomes[m[1]][m[3]] += n
+			if m[3] == "completed" && m[1] != "researcher" && m[2] != "started" {
+				t.Errorf("a child completed in an attempt started for %q", m[2])
+			}
+		}
+	}
+	if outcomes["researcher"]["completed"] != 1 || outcomes["fact-checker"]["completed"] != 1 || outcomes["summarizer"]["completed"] != 1 {
+		t.Errorf("completed attempts %v, want one per run:\n%s", outcomes, grepLines(out, "cairn_attempts_total"))
+	}
+	for _, want := range []string{
+		`cairn_attempt_seconds_count{agent="researcher",outcome="completed"} 1`,
+		`cairn_attempt_seconds_bucket{agent="fact-checker",outcome="completed",le="+Inf"} 1`,
+		`cairn_attempts_total{agent="fact-checker",reason="started",outcome="completed"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grepLines(out, "cairn_attempt"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
