@@ -318,3 +318,41 @@ func (r *runner) runJS(ctx context.Context, callID, code string) (outcome, error
 	}
 	return outcome{state: st, content: f.Content, attachments: o.Attachments}, nil
 }
+
+// SinkEventsOf is what the loop told its sink of the commit cp, read back
+// from the commit alone: its response's text and calls, its tool results
+// and its reply, unredacted. Only SinkWaiting is not there (a park is no
+// commit). A reader of the log (the API's event stream, `runs tail`) shows
+// a run as its sink did with it.
+func SinkEventsOf(cp *Checkpoint) []SinkEvent {
+	var out []SinkEvent
+	for _, m := range cp.Append {
+		switch m.Role {
+		case model.RoleAssistant:
+			if text := m.Text(); text != "" {
+				out = append(out, SinkEvent{Kind: SinkText, Revision: cp.Revision, MessageID: cp.ResponseID, Text: text})
+			}
+			for _, c := range m.ToolCalls() {
+				out = append(out, SinkEvent{Kind: SinkToolCall, Revision: cp.Revision, MessageID: cp.ResponseID, CallID: c.ID, Tool: c.Name, Text: c.Args})
+			}
+		case model.RoleTool:
+			for _, p := range m.Parts {
+				tr := p.ToolResult
+				if tr == nil {
+					continue
+				}
+				ev := SinkEvent{Kind: SinkToolResult, Revision: cp.Revision, MessageID: m.ID, CallID: tr.CallID, Tool: tr.Name, Text: tr.Content}
+				for _, c := range cp.Calls {
+					if c.ID == tr.CallID {
+						ev.Tool, ev.IsError = c.Name, c.State != CallDone
+					}
+				}
+				out = append(out, ev)
+			}
+		}
+	}
+	if cp.Reply != nil {
+		out = append(out, SinkEvent{Kind: SinkCompleted, Revision: cp.Revision, Text: replyText(cp.Reply)})
+	}
+	return out
+}

@@ -57,7 +57,8 @@ commands:
   run --resume RUN AGENT_FILE     continue a run from its last commit
   serve [flags]                   the long-running node with its HTTP API
                                   (--agents DIR --listen ADDR --token T; CAIRN_* env)
-  runs ls|show|tail|cancel [RUN]  talk to a serving node (--api URL, CAIRN_TOKEN)
+  runs ls|show|tail|cancel [RUN]  talk to a serving node (--api URL, CAIRN_TOKEN); tail prints a
+                                  run as "node run" does, from its log (--json: the raw events)
   runs start AGENT MESSAGE        start a run on a serving node; retried with an idempotency
                                   key (--key, default random) on refused connections and 5xx
   replay [flags] RUN              a run from the log: timeline at --at REV (N, last, last-K),

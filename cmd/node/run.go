@@ -235,29 +235,37 @@ func (p *progress) write(f func(io.Writer) error) error {
 }
 
 func (p *progress) emit(rec events.Run, ev runtime.SinkEvent) {
-	who := fmt.Sprintf("%-13s", rec.Agent)
+	if line, ok := sinkLine(rec.Agent, ev); ok {
+		p.say("%s", line)
+	}
+}
+
+// sinkLine is the line `node run` prints for a sink event of an agent's
+// run, and `runs tail` for the same event read back from the log.
+func sinkLine(agent string, ev runtime.SinkEvent) (string, bool) {
+	who := fmt.Sprintf("%-13s", agent)
 	text := strings.Join(strings.Fields(ev.Text), " ")
 	if len(text) > 100 {
 		text = text[:100] + "..."
 	}
 	switch ev.Kind {
 	case runtime.SinkText:
-		p.say("%s | %s", who, text)
+		return fmt.Sprintf("%s | %s", who, text), true
 	case runtime.SinkToolCall:
 		if strings.HasPrefix(ev.Tool, runtime.SpawnPrefix) || ev.Tool == runtime.ToolWait || ev.Tool == runtime.ToolComplete {
-			p.say("%s -> %s %s", who, ev.Tool, text)
-		} else {
-			p.say("%s -> %s", who, ev.Tool)
+			return fmt.Sprintf("%s -> %s %s", who, ev.Tool, text), true
 		}
+		return fmt.Sprintf("%s -> %s", who, ev.Tool), true
 	case runtime.SinkToolResult:
 		mark := "<-"
 		if ev.IsError {
 			mark = "<! error"
 		}
-		p.say("%s %s %s: %s", who, mark, ev.Tool, text)
+		return fmt.Sprintf("%s %s %s: %s", who, mark, ev.Tool, text), true
 	case runtime.SinkWaiting:
-		p.say("%s .. parked (no goroutine) until its children report back", who)
+		return fmt.Sprintf("%s .. parked (no goroutine) until its children report back", who), true
 	case runtime.SinkCompleted:
-		p.say("%s == completed", who)
+		return fmt.Sprintf("%s == completed", who), true
 	}
+	return "", false
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
 )
 
 // runsCmd talks to a serving node: runs start AGENT MESSAGE | ls | show RUN
@@ -270,7 +272,53 @@ func apiError(method, path string, resp *http.Response) error {
 	return fmt.Errorf("%s %s: %d %s: %s", method, path, resp.StatusCode, e.Error.Code, e.Error.Message)
 }
 
-// tail prints a run's events as they are committed.
+// tailLines are the lines of one event of the stream: those `node run`
+// prints for the same commit (runtime.SinkEventsOf), the run's end, or,
+// for an event it cannot read, what it is. agent is the run's, learnt
+// from its created event (the stream's first).
+func tailLines(agent *string, event string, data []byte) []string {
+	if event == "error" {
+		return []string{"!! " + string(data)}
+	}
+	e, err := events.Decode(data)
+	if err != nil {
+		return []string{fmt.Sprintf(".. %s: %v", event, err)}
+	}
+	switch e.Type {
+	case events.RunCreated:
+		var r events.Run
+		if e.Payload(&r) == nil {
+			*agent = r.Agent
+		}
+	case events.CheckpointCommitted:
+		if e.DataRef != nil {
+			return []string{fmt.Sprintf("%-13s .. revision %d: its payload is in the object store (%d bytes): node replay shows it", *agent, e.Revision, e.DataRef.Size)}
+		}
+		var p events.Checkpoint
+		if err := e.Payload(&p); err != nil {
+			return []string{fmt.Sprintf(".. revision %d: %v", e.Revision, err)}
+		}
+		var out []string
+		for _, ev := range runtime.SinkEventsOf(&p.Checkpoint) {
+			if line, ok := sinkLine(*agent, ev); ok {
+				out = append(out, line)
+			}
+		}
+		return out
+	case events.RunEnded:
+		var end events.Ended
+		if e.Payload(&end) == nil {
+			line := fmt.Sprintf("%-13s == %s", *agent, end.Status)
+			if end.Reason != "" {
+				line += ": " + end.Reason
+			}
+			return []string{line}
+		}
+	}
+	return nil
+}
+
+// tail prints a run's events as they are committed, as `node run` does.
 func (c *client) tail(id string, w io.Writer, raw bool) error {
 	resp, err := c.request("GET", "/v1/runs/"+id+"/events", nil)
 	if err != nil {
@@ -282,7 +330,7 @@ func (c *client) tail(id string, w io.Writer, raw bool) error {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 16<<20)
-	event := ""
+	event, agent := "", ""
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -294,13 +342,11 @@ func (c *client) tail(id string, w io.Writer, raw bool) error {
 				fmt.Fprintln(w, data)
 				continue
 			}
-			var e struct {
-				Revision int64     `json:"revision"`
-				Time     time.Time `json:"time"`
+			if event == "end" {
+				continue
 			}
-			_ = json.Unmarshal([]byte(data), &e)
-			if event != "end" {
-				fmt.Fprintf(w, "%s  rev %-3d %s\n", e.Time.Format("15:04:05.000"), e.Revision, event)
+			for _, line := range tailLines(&agent, event, []byte(data)) {
+				fmt.Fprintln(w, line)
 			}
 		}
 	}
