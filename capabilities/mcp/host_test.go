@@ -1,45 +1,26 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/cairn-agents/cairn/internal/syncbuf"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 )
 
-// lockedBuffer is a log sink the supervisor goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startHelper starts a Host on the helper server; listed receives the
 // server's name after each relisting.
-func startHelper(t *testing.T, sc ServerConfig) (*Host, chan string, *lockedBuffer) {
+func startHelper(t *testing.T, sc ServerConfig) (*Host, chan string, *syncbuf.Buffer) {
 	t.Helper()
 	listed := make(chan string, 16)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	h, err := Start(context.Background(), &Config{Servers: []ServerConfig{sc}}, Options{
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), Blobs: &memBlobs{}, Redactor: runtime.Secrets{"hunter2"},
 		listed: func(s string) { listed <- s },
@@ -226,7 +207,7 @@ func TestArgumentsPassThrough(t *testing.T) {
 }
 
 func TestStderrLines(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	s := &server{opts: &Options{Redactor: secretsOf("pw")}, log: slog.New(slog.NewTextHandler(logs, nil))}
 	w := &stderrLog{s: s}
 	long := strings.Repeat("x", maxStderrLine+10)
@@ -253,7 +234,7 @@ func FuzzStderrLog(f *testing.F) {
 	f.Add([]byte(strings.Repeat("y", maxStderrLine+3)+"\n"), 7)
 	f.Fuzz(func(t *testing.T, data []byte, cut int) {
 		data = append(data, '\n')
-		logs := &lockedBuffer{}
+		logs := &syncbuf.Buffer{}
 		s := &server{opts: &Options{Redactor: secretsOf("\x00never")}, log: slog.New(slog.NewJSONHandler(logs, nil))}
 		w := &stderrLog{s: s}
 		if cut < 0 {

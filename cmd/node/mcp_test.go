@@ -56,30 +56,10 @@ output_schema: {type: object, required: [city], properties: {city: {type: string
 // serveAt starts `node serve` in-process with alice's and bob's tokens.
 func serveAt(t *testing.T, o nodeOptions) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	// done is closed when serve returned, with its error in served: the
-	// cleanup waits for it whether or not the start failed (a second
-	// receive from a channel the select drained hung the test for good).
-	done := make(chan struct{})
-	var served error
 	o.data = t.TempDir()
 	o.logger = slog.New(slog.DiscardHandler)
-	so := serveOptions{nodeOptions: o, listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
-	go func() { served = serve(ctx, so, ready); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case addr := <-ready:
-		return "http://" + addr
-	case <-done:
-		t.Fatalf("serve: %v", served)
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	return ""
+	base, _ := startServe(t, serveOptions{nodeOptions: o, listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}})
+	return base
 }
 
 type bearer struct{ token string }
@@ -404,25 +384,13 @@ func TestRunWithMCPServers(t *testing.T) {
 // exited with "context deadline exceeded" (found by the planted-secret
 // suite).
 func TestServeStopsWithOpenStreams(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	o := serveOptions{nodeOptions: nodeOptions{agentsDir: askerDir(t, nil), data: t.TempDir(), logger: slog.New(slog.DiscardHandler)},
-		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}}
-	go func() { done <- serve(ctx, o, ready) }()
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	base, stop := startServe(t, serveOptions{nodeOptions: nodeOptions{agentsDir: askerDir(t, nil), data: t.TempDir(), logger: slog.New(slog.DiscardHandler)},
+		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}})
 	cs := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
 	if _, errText := callTool(t, cs, "list_agents", map[string]any{}); errText != "" {
 		t.Fatal(errText)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("serve stopped with %v, want a clean stop", err)
 	}
 }

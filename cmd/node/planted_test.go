@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -17,30 +16,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer many goroutines write (a node's log).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // plantedModel is an OpenAI chat-completions server (the wire format the
 // openai adapter speaks) that records every request body. Its first answer
@@ -154,33 +135,15 @@ func TestPlantedSecret(t *testing.T) {
 				}
 				keysArgs = []string{"--payload-keys", path}
 			}
-			logs := &lockedBuffer{}
+			logs := &syncbuf.Buffer{}
 			logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			ctx, cancel := context.WithCancel(context.Background())
-			ready := make(chan string, 1)
-			done := make(chan error, 1)
 			o := serveOptions{nodeOptions: nodeOptions{agentsDir: agents, data: data, logger: logger, keys: keys},
 				listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "auditor-token": "auditor"}, raw: "auditor"}
-			go func() { done <- serve(ctx, o, ready) }()
-			stopped := false
+			base, stopServe := startServe(t, o)
 			stop := func() {
-				if !stopped {
-					stopped = true
-					cancel()
-					if err := <-done; err != nil {
-						t.Errorf("serve: %v", err)
-					}
+				if err := stopServe(); err != nil {
+					t.Errorf("serve: %v", err)
 				}
-			}
-			defer stop()
-			var base string
-			select {
-			case addr := <-ready:
-				base = "http://" + addr
-			case err := <-done:
-				t.Fatalf("serve: %v", err)
-			case <-time.After(60 * time.Second):
-				t.Fatal("serve did not start")
 			}
 
 			// Everything the node hands out, by where it came from.

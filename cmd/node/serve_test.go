@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,25 +29,38 @@ func serving(t *testing.T, dir string) string {
 // servingWith is serving with the given cluster and NATS options.
 func servingWith(t *testing.T, dir string, c clusterOptions) string {
 	t.Helper()
+	base, _ := startServe(t, serveOptions{nodeOptions: nodeOptions{agentsDir: "../../examples/agents", data: dir, logger: slog.New(slog.DiscardHandler), cluster: c},
+		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}})
+	return base
+}
+
+// startServe runs serve(o) in-process and returns its base URL, and stop,
+// which ends it and returns serve's error (once; the test's cleanup calls
+// it too). A serve that fails to start fails the test.
+func startServe(t *testing.T, o serveOptions) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	o := serveOptions{nodeOptions: nodeOptions{agentsDir: "../../examples/agents", data: dir, logger: slog.New(slog.DiscardHandler), cluster: c},
-		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
-	go func() { done <- serve(ctx, o, ready) }()
-	t.Cleanup(func() {
+	// done is closed when serve returned, with its error in served: a
+	// stop after a failed start does not wait for a second answer.
+	done := make(chan struct{})
+	var served error
+	go func() { served = serve(ctx, o, ready); close(done) }()
+	stop := sync.OnceValue(func() error {
 		cancel()
 		<-done
+		return served
 	})
+	t.Cleanup(func() { _ = stop() })
 	select {
 	case addr := <-ready:
-		return "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
+		return "http://" + addr, stop
+	case <-done:
+		t.Fatalf("serve: %v", served)
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not start")
 	}
-	return ""
+	return "", stop
 }
 
 func call(t *testing.T, method, url, token, body string) (int, map[string]any) {

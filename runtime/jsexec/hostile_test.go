@@ -1,16 +1,15 @@
 package jsexec
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/cairn-agents/cairn/internal/syncbuf"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/schema"
 )
@@ -97,7 +96,7 @@ func TestPanickingCapability(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			leakCheck(t)
-			var logBuf syncBuffer
+			var logBuf syncbuf.Buffer
 			f := newTestFactory(t, mode, Limits{})
 			f.s.log = slog.New(slog.NewTextHandler(&logBuf, nil))
 			ex := newTestExecutor(t, f, newFake())
@@ -201,24 +200,6 @@ func (f backendFunc) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.
 type redactFunc func(string) string
 
 func (f redactFunc) Redact(s string) string { return f(s) }
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestInProcessStuckBuiltin: a builtin Interrupt cannot reach (a
 // backtracking regular expression) holds the in-process realm past its
