@@ -18,6 +18,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/actors/sweep"
@@ -258,13 +259,41 @@ func (m *member) setLocal(identity string, on bool) {
 // stopped by Close too, and protoactor-go's ActorSystem.Shutdown panics
 // the second time (close of a closed channel). A second caller waits for
 // the first to finish.
+// withoutPause is whether a member's protoactor-go cluster shuts down as
+// protoactor-go's graceful Shutdown does but without its 2 s sleep for
+// identity ownership to move to the other members: a member alone has
+// none to hand over to (every CLI command's exit waited those 2 s).
+func withoutPause(p cluster.ClusterProvider, graceful bool) bool {
+	_, alone := p.(soloProvider)
+	return graceful && alone
+}
+
+// shutdownWithoutPause is cluster.Shutdown(true), step for step in its
+// order, less the sleep (its MemberList.stopMemberList is a no-op in the
+// version go.mod pins). Shutdown(false) would not do: it stops neither
+// gossip nor the endpoint manager, and kills the gRPC server without
+// waiting for it, which then races the next member's start on grpclog's
+// global logger.
+func shutdownWithoutPause(c *cluster.Cluster) {
+	c.Gossip.SetState(cluster.GracefullyLeftKey, &emptypb.Empty{})
+	c.ActorSystem.Shutdown()
+	_ = c.Config.ClusterProvider.Shutdown(true)
+	c.IdentityLookup.Shutdown()
+	c.Gossip.Shutdown()
+	c.Remote.Shutdown(true)
+}
+
 func (m *member) stop(graceful bool) {
 	m.stopOnce.Do(func() {
 		m.cancel()
 		if err := m.provider.Shutdown(graceful); err != nil {
 			m.system.Logger().Warn("actors: cluster provider shutdown", "err", err)
 		}
-		m.cluster.Shutdown(graceful)
+		if withoutPause(m.provider, graceful) {
+			shutdownWithoutPause(m.cluster)
+		} else {
+			m.cluster.Shutdown(graceful)
+		}
 		// The member's store (its holder is the member) goes with it: a
 		// node that outlives many members (expelled, started again) must
 		// not keep a reply subscription for each.
