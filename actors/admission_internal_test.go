@@ -29,7 +29,7 @@ func (c *offsetClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
 
 // startInternal starts a node with one agent, "solo", whose scripted model
 // completes at its first step.
-func startInternal(t *testing.T, nc *nats.Conn, clock *offsetClock) *Node {
+func startInternal(t *testing.T, nc *nats.Conn, clock *offsetClock, opts ...func(*Config)) *Node {
 	t.Helper()
 	done := &model.Scripted{Steps: []model.Response{model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`))}}
 	cfg := Config{
@@ -43,6 +43,9 @@ func startInternal(t *testing.T, nc *nats.Conn, clock *offsetClock) *Node {
 	}
 	if clock != nil {
 		cfg.Now = clock.now
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	n, err := Start(context.Background(), cfg)
 	if err != nil {

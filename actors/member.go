@@ -389,7 +389,11 @@ func (n *Node) rejoin(old *member) {
 		if closed {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Each try bounded well below a minute: a try whose request the
+		// server took and never answered (JetStream still recovering
+		// after this node's pause) held the rejoin for its whole timeout,
+		// a minute, where the next try a few seconds on would have joined.
+		ctx, cancel := context.WithTimeout(context.Background(), rejoinTry)
 		m, err := n.startMember(ctx)
 		cancel()
 		if err == nil {
@@ -409,6 +413,9 @@ func (n *Node) rejoin(old *member) {
 		n.sleep(delay) // Config.Waits, not Config.Clock: it waits for a transport
 	}
 }
+
+// rejoinTry bounds one try to join again after an expulsion.
+const rejoinTry = 20 * time.Second
 
 // sweepInterval is how often a member of a cluster sweeps.
 func (n *Node) sweepInterval() time.Duration {

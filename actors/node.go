@@ -931,6 +931,17 @@ func (n *Node) finished(msg jetstream.Msg) {
 		return
 	}
 	sessionID, runID := subj.SessionID, subj.RunID
+	if m := n.current(); m == nil || !m.isCurrent() {
+		// This node's member is not current (expelled and rejoining, or
+		// unable to refresh its entry): it can deliver nothing, and trying
+		// held each completion for the request's whole retry (15 s), Nak,
+		// and again, while the other members could have delivered it at
+		// once (parents woke 30-50 s late after a pause past the member
+		// TTL). Back to the consumer, for whichever member pulls it next.
+		n.notify(runID)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec, err := n.runlog.readRun(ctx, sessionID, runID)
