@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -73,6 +74,10 @@ type app struct {
 	// its DrainTimeout), its MCP servers and its NATS connection, once.
 	close func(ctx context.Context)
 }
+
+// source is the log the node's views read: its stream, opened with its
+// payload keys.
+func (a *app) source() projections.Source { return projections.Source{JS: a.js, Keys: a.keys} }
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	dep, err := loadDeployment(o.agentsDir)

@@ -45,7 +45,7 @@ func (k *payloadKeys) Set(path string) error {
 }
 
 func payloadKeysFlag(fs *flag.FlagSet, k *payloadKeys) {
-	fs.Var(k, "payload-keys", "file of AES-256 keys that seal the log's events at rest (first seals, all open; see docs/security.md)")
+	fs.Var(k, "payload-keys", "file of AES-256 keys that seal the log's events at rest (first seals, all open; see docs/operations.md, Security)")
 }
 
 // payloadKeyCmd is `node payload-key [ID]`: a new key entry, for the

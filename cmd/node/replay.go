@@ -139,7 +139,8 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h, err := replay.Load(ctx, replay.Source{JS: js, Keys: o.keys.ring}, o.run)
+	src := replay.Source{JS: js, Keys: o.keys.ring}
+	h, err := replay.Load(ctx, src, o.run)
 	if err != nil {
 		return err
 	}
@@ -170,7 +171,7 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 		}
 		return forkRun(ctx, w, nc, js, h, at, o, closeNATS)
 	case o.diffRun != "":
-		other, err := replay.Load(ctx, replay.Source{JS: js, Keys: o.keys.ring}, o.diffRun)
+		other, err := replay.Load(ctx, src, o.diffRun)
 		if err != nil {
 			return fmt.Errorf("--diff-run: %w", err)
 		}

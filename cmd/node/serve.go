@@ -147,7 +147,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return err
 	}
 	defer a.close(context.Background())
-	ix, err := runindex.Start(ctx, projections.Source{JS: a.js, Keys: a.keys})
+	ix, err := runindex.Start(ctx, a.source())
 	if err != nil {
 		return err
 	}

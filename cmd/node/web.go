@@ -54,7 +54,7 @@ func (x *api) history(w http.ResponseWriter, r *http.Request, principal string) 
 	if !ok {
 		return nil, false
 	}
-	h, err := replay.LoadIn(r.Context(), replay.Source{JS: x.a.js, Keys: x.a.keys}, e.SessionID, e.RunID)
+	h, err := replay.LoadIn(r.Context(), x.a.source(), e.SessionID, e.RunID)
 	if errors.Is(err, replay.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "run %q has no events yet", e.RunID)
 		return nil, false
@@ -118,7 +118,7 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 			return projections.TreeNode{}, err
 		}
 		for _, c := range kids {
-			ch, err := replay.LoadIn(ctx, replay.Source{JS: x.a.js, Keys: x.a.keys}, c.SessionID, c.RunID)
+			ch, err := replay.LoadIn(ctx, x.a.source(), c.SessionID, c.RunID)
 			if errors.Is(err, replay.ErrNotFound) {
 				continue // recorded as a child, its creation not written yet
 			}
