@@ -122,9 +122,12 @@ type Wake struct {
 }
 
 // WakeLatencies is the latency of every wake.
-func (rep *Report) WakeLatencies() []time.Duration {
-	out := make([]time.Duration, len(rep.Wakes))
-	for i, w := range rep.Wakes {
+func (rep *Report) WakeLatencies() []time.Duration { return Latencies(rep.Wakes) }
+
+// Latencies is the latency of each wake.
+func Latencies(wakes []Wake) []time.Duration {
+	out := make([]time.Duration, len(wakes))
+	for i, w := range wakes {
 		out[i] = w.Latency
 	}
 	return out
@@ -134,11 +137,11 @@ func (rep *Report) WakeLatencies() []time.Duration {
 // was under way.
 type Window struct{ From, To time.Time }
 
-// Quiet returns the latencies of the wakes whose whole span, from the
-// child's completion to the parent's next commit, meets no window: the
-// wakes the bound on wake latency outside outages speaks of.
-func Quiet(wakes []Wake, windows []Window) []time.Duration {
-	var out []time.Duration
+// Quiet returns the wakes whose whole span, from the child's completion
+// to the parent's next commit, meets no window: the wakes the bound on
+// wake latency outside outages speaks of.
+func Quiet(wakes []Wake, windows []Window) []Wake {
+	var out []Wake
 	for _, w := range wakes {
 		end := w.At.Add(w.Latency)
 		quiet := true
@@ -149,7 +152,7 @@ func Quiet(wakes []Wake, windows []Window) []time.Duration {
 			}
 		}
 		if quiet {
-			out = append(out, w.Latency)
+			out = append(out, w)
 		}
 	}
 	return out

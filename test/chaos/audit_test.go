@@ -361,7 +361,7 @@ func TestQuietWakes(t *testing.T) {
 		{Parent: "after", At: at(11), Latency: 500 * time.Millisecond},
 		{Parent: "spans it", At: at(4), Latency: 8 * time.Second},
 	}
-	got := chaos.Quiet(wakes, []chaos.Window{{From: at(5), To: at(10)}})
+	got := chaos.Latencies(chaos.Quiet(wakes, []chaos.Window{{From: at(5), To: at(10)}}))
 	want := []time.Duration{2 * time.Second, 500 * time.Millisecond}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Quiet = %v, want %v (the wakes before and after the window)", got, want)
