@@ -320,12 +320,19 @@ func (r *runner) runJS(ctx context.Context, callID, code string) (outcome, error
 }
 
 // SinkEventsOf is what the loop told its sink of the commit cp, read back
-// from the commit alone: its response's text and calls, its tool results
-// and its reply, unredacted. Only SinkWaiting is not there (a park is no
+// from the commit alone: the failed provider requests its response cost
+// (already redacted), its text and calls, its tool results and its reply,
+// unredacted (a compaction's failed requests are shown live only: a
+// compaction is no revision). Only SinkWaiting is not there (a park is no
 // commit). A reader of the log (the API's event stream, `runs tail`) shows
 // a run as its sink did with it.
 func SinkEventsOf(cp *Checkpoint) []SinkEvent {
 	var out []SinkEvent
+	// The failed requests the response cost were shown while the step
+	// waited, at the revision before it.
+	for _, f := range cp.ModelFailures {
+		out = append(out, SinkEvent{Kind: SinkModelFailure, Revision: cp.Revision - 1, Text: FailureLine(f), IsError: true, Failure: &f})
+	}
 	for _, m := range cp.Append {
 		switch m.Role {
 		case model.RoleAssistant:

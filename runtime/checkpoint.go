@@ -67,6 +67,11 @@ type Checkpoint struct {
 	// authority on spending (C34); this makes tokens readable from the log
 	// (usage read models, replay).
 	Usage *model.Usage `json:"usage,omitempty"`
+	// ModelFailures are the failed provider requests the response this
+	// revision commits cost before it came (a 503 retried, a timeout), so
+	// the log shows every request a step made, not only the last; set on
+	// response commits only, and not carried forward, like Usage.
+	ModelFailures []model.Failure `json:"model_failures,omitempty"`
 }
 
 // CallRecord is one journaled call.
@@ -89,5 +94,6 @@ func (cp *Checkpoint) clone() *Checkpoint {
 	c.UsedCallIDs = append([]string(nil), cp.UsedCallIDs...)
 	c.Append = nil
 	c.Usage = nil
+	c.ModelFailures = nil
 	return &c
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/session"
@@ -35,9 +37,10 @@ func (r *runner) modelStep(ctx context.Context) error {
 	if err := r.in.Controller.BeforeModel(ctx); err != nil {
 		return fmt.Errorf("runtime: before model: %w", err)
 	}
-	resp, err := r.in.Model.Generate(ctx, req)
+	failures := &modelFailures{}
+	resp, err := r.in.Model.Generate(r.traced(ctx, failures), req)
 	if err != nil {
-		return fmt.Errorf("runtime: model: %w", err)
+		return fmt.Errorf("runtime: model%s: %w", failures.summary(), err)
 	}
 	r.notice = ""
 	if resp == nil {
@@ -58,6 +61,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 		u := resp.Usage
 		next.Usage = &u
 	}
+	next.ModelFailures = failures.all()
 	next.Calls = nil
 	if len(calls) == 0 {
 		next.Phase = PhaseModel
@@ -84,6 +88,82 @@ func (r *runner) modelStep(ctx context.Context) error {
 		r.emit(ctx, SinkEvent{Kind: SinkToolCall, Revision: r.cp.Revision, MessageID: r.cp.ResponseID, CallID: c.ID, Tool: c.Name, Text: c.Args})
 	}
 	return nil
+}
+
+// traced returns ctx with a model.Trace that shows each failed provider
+// request on the sink as it happens (redacted: a provider's error may
+// quote the request) and keeps it in into, for the response commit.
+func (r *runner) traced(ctx context.Context, into *modelFailures) context.Context {
+	return model.WithTrace(ctx, &model.Trace{AttemptFailed: func(f model.Failure) {
+		f.Error = r.in.Redactor.Redact(f.Error)
+		into.add(f)
+		r.emit(ctx, SinkEvent{Kind: SinkModelFailure, Revision: r.cp.Revision, Text: FailureLine(f), IsError: true, Failure: &f})
+	}})
+}
+
+// modelFailures are one model request's failed attempts. A model wrapper
+// may call the trace from a goroutine of its own: they are locked.
+type modelFailures struct {
+	mu   sync.Mutex
+	list []model.Failure
+}
+
+func (m *modelFailures) add(f model.Failure) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.list = append(m.list, f)
+}
+
+func (m *modelFailures) all() []model.Failure {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]model.Failure(nil), m.list...)
+}
+
+// summary lists the failed attempts before the last, for the error of a
+// step that failed: it is what the run's end records, so the attempts
+// the retries made stay readable in the log (the last one is the error
+// itself).
+func (m *modelFailures) summary() string {
+	all := m.all()
+	if len(all) < 2 {
+		return ""
+	}
+	parts := make([]string, 0, len(all)-1)
+	for _, f := range all[:len(all)-1] {
+		parts = append(parts, failureCause(f))
+	}
+	return fmt.Sprintf(" (%d requests; before the last: %s)", len(all), strings.Join(parts, ", "))
+}
+
+// FailureLine says a failed provider request in one line, as `node run`
+// and `runs tail` print it.
+func FailureLine(f model.Failure) string {
+	who := f.Provider
+	if f.Model != "" {
+		who += " " + f.Model
+	}
+	then := "not retried"
+	if f.Retry {
+		then = "retrying in " + f.RetryIn.Round(time.Millisecond).String()
+	}
+	msg := f.Error
+	if r := []rune(msg); len(r) > maxFailureLine {
+		msg = string(r[:maxFailureLine]) + "..."
+	}
+	return fmt.Sprintf("%s request %d failed (%s): %s; %s", who, f.Attempt, failureCause(f), msg, then)
+}
+
+// maxFailureLine clips a failure's error in its line; the Failure keeps
+// it whole.
+const maxFailureLine = 200
+
+// failureCause is a failure's status or class: "HTTP 503", "timeout".
+func failureCause(f model.Failure) string {
+	if f.Status != 0 && f.Class == model.FailureStatus {
+		return fmt.Sprintf("HTTP %d", f.Status)
+	}
+	return f.Class
 }
 
 // stepRequest builds a step request from the window, redacted (C36), with
@@ -137,9 +217,10 @@ func (r *runner) compact(ctx context.Context, window []model.Message) ([]model.M
 	}
 	out := min(l.OutputTokens, room/3)
 	sreq := session.SummaryRequest(r.redactAll(head), l, out)
-	resp, err := r.in.Model.Generate(ctx, sreq)
+	failures := &modelFailures{}
+	resp, err := r.in.Model.Generate(r.traced(ctx, failures), sreq)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: model (compaction): %w", err)
+		return nil, fmt.Errorf("runtime: model (compaction)%s: %w", failures.summary(), err)
 	}
 	summary := ""
 	if resp != nil {

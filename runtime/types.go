@@ -237,6 +237,11 @@ const (
 	SinkToolResult SinkKind = "tool_result"
 	SinkWaiting    SinkKind = "waiting"
 	SinkCompleted  SinkKind = "completed"
+	// SinkModelFailure is a failed request to the model's provider, sent
+	// as it happens (while the step backs off, or as it gives up): it
+	// describes no commit, so it may precede the one it delays. Failure
+	// holds it whole; Text says it in one line.
+	SinkModelFailure SinkKind = "model_failure"
 )
 
 // SinkEvent is one diagnostic. Text is redacted and complete.
@@ -248,6 +253,8 @@ type SinkEvent struct {
 	Tool      string   `json:"tool,omitempty"`
 	Text      string   `json:"text,omitempty"`
 	IsError   bool     `json:"is_error,omitempty"`
+	// Failure is a SinkModelFailure's failed request.
+	Failure *model.Failure `json:"failure,omitempty"`
 }
 
 // ReplyType discriminates a Reply.

@@ -86,7 +86,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	models := map[string]model.Model{}
 	for slug, a := range dep.agents {
-		m, err := newModel(modelSpec(o.model, a.spec.Model), dep.dir)
+		m, err := newModel(modelSpec(o.model, a.spec.Model), dep.dir, a.retry)
 		if err != nil {
 			return nil, &fileError{File: a.file, Field: "model", Reason: err.Error()}
 		}

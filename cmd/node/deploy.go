@@ -29,6 +29,62 @@ type agentFile struct {
 	Subagents    []string        `json:"subagents"`
 	Capabilities []string        `json:"capabilities"`
 	ModelOptions json.RawMessage `json:"model_options"`
+	Retry        retryFile       `json:"retry"`
+}
+
+// retryFile is an agent's retry policy for its model requests: the only
+// retries a step's request gets (the provider SDKs' own are off, and a
+// step whose policy is spent fails its run rather than being tried again).
+type retryFile struct {
+	// Attempts is the most requests one model step sends, the first
+	// included: 1 never retries. Zero means 4.
+	Attempts int `json:"attempts"`
+	// Backoff is the first wait when the provider names none (Retry-After
+	// is honoured exactly); each retry doubles it up to MaxBackoff.
+	Backoff    string `json:"backoff"`
+	MaxBackoff string `json:"max_backoff"`
+	// MaxWait bounds the waiting of one step in all; a Retry-After beyond
+	// what is left gives up at once.
+	MaxWait string `json:"max_wait"`
+}
+
+// retryPolicy is a retryFile checked and parsed.
+type retryPolicy struct {
+	attempts                     int
+	backoff, maxBackoff, maxWait time.Duration
+}
+
+// maxAttempts bounds retry.attempts: past it a policy is a mistake.
+const maxAttempts = 20
+
+func (r retryFile) policy() (retryPolicy, *fileError) {
+	bad := func(field, format string, args ...any) (retryPolicy, *fileError) {
+		return retryPolicy{}, &fileError{Field: "retry." + field, Reason: fmt.Sprintf(format, args...)}
+	}
+	p := retryPolicy{attempts: r.Attempts}
+	switch {
+	case r.Attempts == 0:
+		p.attempts = 4
+	case r.Attempts < 0 || r.Attempts > maxAttempts:
+		return bad("attempts", "%d: want 1 to %d requests per step (1 never retries)", r.Attempts, maxAttempts)
+	}
+	for _, d := range []struct {
+		field, v string
+		into     *time.Duration
+	}{{"backoff", r.Backoff, &p.backoff}, {"max_backoff", r.MaxBackoff, &p.maxBackoff}, {"max_wait", r.MaxWait, &p.maxWait}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return bad(d.field, "%q is not a positive duration like 500ms or 2m", d.v)
+		}
+		*d.into = v
+	}
+	if p.backoff > 0 && p.maxBackoff > 0 && p.backoff > p.maxBackoff {
+		return bad("backoff", "%s is more than max_backoff %s", p.backoff, p.maxBackoff)
+	}
+	return p, nil
 }
 
 type limitsFile struct {
@@ -51,6 +107,7 @@ type deployment struct {
 type deployed struct {
 	file  string
 	spec  agentFile
+	retry retryPolicy
 	agent actors.Agent
 }
 
@@ -143,6 +200,11 @@ func loadAgent(path string) (*deployed, error) {
 			return nil, bad(field, "%v", err)
 		}
 	}
+	retry, ferr := f.Retry.policy()
+	if ferr != nil {
+		ferr.File = path
+		return nil, ferr
+	}
 	budget := runtime.Budget{Steps: f.Budget.Steps, Tokens: f.Budget.Tokens}
 	if f.Budget.Timeout != "" {
 		d, err := time.ParseDuration(f.Budget.Timeout)
@@ -163,7 +225,7 @@ func loadAgent(path string) (*deployed, error) {
 	if len(def.ModelOptions) > 0 && string(def.ModelOptions) == "null" {
 		def.ModelOptions = nil
 	}
-	return &deployed{file: path, spec: f, agent: actors.Agent{Definition: def,
+	return &deployed{file: path, spec: f, retry: retry, agent: actors.Agent{Definition: def,
 		Limits: runtime.ModelLimits{ContextTokens: f.Limits.ContextTokens, OutputTokens: f.Limits.OutputTokens}, Budget: budget}}, nil
 }
 

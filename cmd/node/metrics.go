@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ type metrics struct {
 	modelRequests map[string]int64
 	modelSeconds  map[string]*histogram // by agent
 	modelErrors   map[[2]string]int64   // by agent and kind: permanent or transient
+	// modelFailures counts failed provider requests (every attempt of a
+	// step's retry loop), by agent, provider, model and status.
+	modelFailures map[[4]string]int64
 	tokens        map[[2]string]int64
 	commits       map[string]*histogram // by how the commit was published
 	commitErrors  int64
@@ -58,7 +62,8 @@ type histogram struct {
 
 func newMetrics() *metrics {
 	return &metrics{toolCalls: map[string]int64{}, modelRequests: map[string]int64{}, modelSeconds: map[string]*histogram{}, modelErrors: map[[2]string]int64{},
-		tokens: map[[2]string]int64{}, parked: map[string]bool{},
+		modelFailures: map[[4]string]int64{},
+		tokens:        map[[2]string]int64{}, parked: map[string]bool{},
 		commits: map[string]*histogram{}, batchSizes: map[string]*histogram{},
 		attempts: map[[3]string]int64{}, attemptSecs: map[[2]string]*histogram{}}
 }
@@ -154,6 +159,15 @@ func (m *metrics) model(agent string, inner model.Model) model.Model {
 
 func (c countingModel) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
 	start := time.Now()
+	ctx = model.WithTrace(ctx, &model.Trace{AttemptFailed: func(f model.Failure) {
+		status := f.Class
+		if f.Class == model.FailureStatus {
+			status = strconv.Itoa(f.Status)
+		}
+		c.m.mu.Lock()
+		c.m.modelFailures[[4]string{c.agent, f.Provider, f.Model, status}]++
+		c.m.mu.Unlock()
+	}})
 	resp, err := c.inner.Generate(ctx, req)
 	took := time.Since(start).Seconds()
 	c.m.mu.Lock()
@@ -224,6 +238,17 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "# HELP cairn_model_errors_total Model requests that failed, by agent and kind: permanent (the provider refused the request: 4xx, a malformed answer; not retried) or transient.\n# TYPE cairn_model_errors_total counter")
 	for _, k := range sortedPairs(m.modelErrors) {
 		fmt.Fprintf(w, "cairn_model_errors_total{agent=%q,kind=%q} %d\n", k[0], k[1], m.modelErrors[k])
+	}
+	fmt.Fprintln(w, "# HELP cairn_model_request_failures_total Failed requests to a model provider, each attempt of a step's retries counted, by agent, provider, model and status: the HTTP status, or connection, timeout or malformed.\n# TYPE cairn_model_request_failures_total counter")
+	failures := make([][4]string, 0, len(m.modelFailures))
+	for k := range m.modelFailures {
+		failures = append(failures, k)
+	}
+	sort.Slice(failures, func(i, j int) bool {
+		return strings.Join(failures[i][:], "\x00") < strings.Join(failures[j][:], "\x00")
+	})
+	for _, k := range failures {
+		fmt.Fprintf(w, "cairn_model_request_failures_total{agent=%q,provider=%q,model=%q,status=%q} %d\n", k[0], k[1], k[2], k[3], m.modelFailures[k])
 	}
 	fmt.Fprintln(w, "# HELP cairn_model_tokens_total Reported model tokens, by agent and kind.\n# TYPE cairn_model_tokens_total counter")
 	keys := make([][2]string, 0, len(m.tokens))

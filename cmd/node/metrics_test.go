@@ -18,8 +18,13 @@ import (
 // response).
 type answers struct{ errs []error }
 
-func (a *answers) Generate(context.Context, model.Request) (*model.Response, error) {
+func (a *answers) Generate(ctx context.Context, _ model.Request) (*model.Response, error) {
 	err := a.errs[0]
+	if err != nil {
+		// The retry loop's failed attempts before the last, then the last.
+		model.ReportFailure(ctx, model.Failure{Provider: "openai", Model: "gpt-x", Attempt: 1, Class: model.FailureStatus, Status: 503, Retry: true})
+		model.ReportFailure(ctx, model.Failure{Provider: "openai", Model: "gpt-x", Attempt: 2, Class: model.FailureConnection})
+	}
 	a.errs = a.errs[1:]
 	if err != nil {
 		return nil, err
@@ -44,6 +49,8 @@ func TestMetricsModelAndProcess(t *testing.T) {
 		`cairn_model_request_seconds_bucket{agent="researcher",le="+Inf"} 3`,
 		`cairn_model_errors_total{agent="researcher",kind="permanent"} 1`,
 		`cairn_model_errors_total{agent="researcher",kind="transient"} 1`,
+		`cairn_model_request_failures_total{agent="researcher",provider="openai",model="gpt-x",status="503"} 2`,
+		`cairn_model_request_failures_total{agent="researcher",provider="openai",model="gpt-x",status="connection"} 2`,
 		"# TYPE go_goroutines gauge\ngo_goroutines ",
 		"# TYPE go_memstats_heap_alloc_bytes gauge",
 		"# TYPE process_start_time_seconds gauge",

@@ -36,8 +36,9 @@ func modelSpec(flag, fromFile string) string {
 }
 
 // newModel builds a model from "scripted:<file>", "openai:<model>" or
-// "anthropic:<model>"; scripted paths are relative to the agent's directory.
-func newModel(spec, dir string) (model.Model, error) {
+// "anthropic:<model>", a provider's with the agent's retry policy;
+// scripted paths are relative to the agent's directory.
+func newModel(spec, dir string, retry retryPolicy) (model.Model, error) {
 	kind, arg, ok := strings.Cut(spec, ":")
 	if !ok || arg == "" {
 		return nil, fmt.Errorf("model %q: want scripted:<file>, openai:<model> or anthropic:<model>", spec)
@@ -46,11 +47,22 @@ func newModel(spec, dir string) (model.Model, error) {
 	case "scripted":
 		return loadScript(filepath.Join(dir, arg))
 	case "openai":
-		return openai.New(openai.Config{Model: arg})
+		return openai.New(openai.Config{Model: arg, MaxRetries: retry.maxRetries(), RetryMaxWait: retry.maxWait,
+			BackoffBase: retry.backoff, BackoffMax: retry.maxBackoff})
 	case "anthropic":
-		return anthropic.New(anthropic.Config{Model: arg})
+		return anthropic.New(anthropic.Config{Model: arg, MaxRetries: retry.maxRetries(), RetryMaxWait: retry.maxWait,
+			BackoffBase: retry.backoff, BackoffMax: retry.maxBackoff})
 	}
 	return nil, fmt.Errorf("model %q: unknown provider %q", spec, kind)
+}
+
+// maxRetries is the adapters' MaxRetries for the policy: negative turns
+// retries off, zero would mean the adapter's default.
+func (p retryPolicy) maxRetries() int {
+	if p.attempts <= 1 {
+		return -1
+	}
+	return p.attempts - 1
 }
 
 // scriptFile is a scripted model as YAML: the responses in order.

@@ -266,6 +266,10 @@ func sinkLine(agent string, ev runtime.SinkEvent) (string, bool) {
 		return fmt.Sprintf("%s .. parked (no goroutine) until its children report back", who), true
 	case runtime.SinkCompleted:
 		return fmt.Sprintf("%s == completed", who), true
+	case runtime.SinkModelFailure:
+		// Whole: the retry's wait is at its end, and it is what an
+		// operator watching a slow step looks for.
+		return fmt.Sprintf("%s !! %s", who, strings.Join(strings.Fields(ev.Text), " ")), true
 	}
 	return "", false
 }

@@ -91,14 +91,10 @@ func (m *Model) Generate(ctx context.Context, req model.Request) (*model.Respons
 	if err != nil {
 		return nil, err
 	}
-	body, err := m.do(ctx, func(ctx context.Context, extra ...option.RequestOption) error {
+	return m.do(ctx, func(ctx context.Context, extra ...option.RequestOption) error {
 		_, err := m.msg.New(ctx, p, extra...)
 		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return parseMessage(body)
+	}, parseMessage)
 }
 
 func (m *Model) scrub(s string) string {

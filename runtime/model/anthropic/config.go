@@ -60,6 +60,10 @@ type Config struct {
 	// Retry-After that would exceed what is left ends the retries with the
 	// server's error. Zero means DefaultRetryMaxWait (2 minutes).
 	RetryMaxWait time.Duration
+	// BackoffBase is the first wait when the server asks for none; each
+	// retry doubles it, up to BackoffMax, and jitters its upper half. Zero
+	// means 500ms and 30s.
+	BackoffBase, BackoffMax time.Duration
 	// Sleep waits between attempts. Nil means a timer that returns early
 	// with the context's error. Tests inject a recorder here.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -134,6 +138,9 @@ func (c Config) resolve() (Config, error) {
 		return c, fmt.Errorf("%w: RetryMaxWait %s is negative", ErrConfig, c.RetryMaxWait)
 	case c.RetryMaxWait == 0:
 		c.RetryMaxWait = DefaultRetryMaxWait
+	}
+	if c.BackoffBase < 0 || c.BackoffMax < 0 || (c.BackoffMax > 0 && c.BackoffBase > c.BackoffMax) {
+		return c, fmt.Errorf("%w: BackoffBase %s and BackoffMax %s: want 0 <= BackoffBase <= BackoffMax", ErrConfig, c.BackoffBase, c.BackoffMax)
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}

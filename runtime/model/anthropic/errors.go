@@ -13,7 +13,9 @@ import (
 // ErrResponse also match model.ErrPermanent, as does an *APIError the
 // adapter did not retry (400, 401, 403, 404, 422...): sending the same
 // request again cannot succeed. An *APIError for a retryable status (408,
-// 409, 429, 5xx) does not, even when the retries ran out.
+// 409, 429, 5xx) whose retries ran out is returned wrapped in an error
+// that matches model.ErrPermanent too: the retry loop is the only one, and
+// the agent's retry policy (Config.MaxRetries, RetryMaxWait) is spent.
 var (
 	// ErrConfig marks an invalid Config (New, Config.Validate).
 	ErrConfig = errors.New("anthropic: invalid config")

@@ -21,14 +21,10 @@ func (m *Model) generateChat(ctx context.Context, req model.Request, o Options) 
 	if err != nil {
 		return nil, err
 	}
-	body, err := m.do(ctx, func(ctx context.Context, extra ...option.RequestOption) error {
+	return m.do(ctx, func(ctx context.Context, extra ...option.RequestOption) error {
 		_, err := m.chat.New(ctx, p, extra...)
 		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return parseChat(body)
+	}, parseChat)
 }
 
 // chatParams maps a request onto a Chat Completions request body.

@@ -90,6 +90,10 @@ type Config struct {
 	// Retry-After that would exceed what is left ends the retries with the
 	// server's error. Zero means DefaultRetryMaxWait (2 minutes).
 	RetryMaxWait time.Duration
+	// BackoffBase is the first wait when the server asks for none; each
+	// retry doubles it, up to BackoffMax, and jitters its upper half. Zero
+	// means 500ms and 30s.
+	BackoffBase, BackoffMax time.Duration
 	// MaxTokensParam names the request field that carries
 	// Request.MaxOutputTokens in the Chat Completions API: MaxTokensCompletion
 	// ("max_completion_tokens", which OpenAI's reasoning models require) or
@@ -201,6 +205,9 @@ func (c Config) resolve() (Config, error) {
 		return c, fmt.Errorf("%w: RetryMaxWait %s is negative", ErrConfig, c.RetryMaxWait)
 	case c.RetryMaxWait == 0:
 		c.RetryMaxWait = DefaultRetryMaxWait
+	}
+	if c.BackoffBase < 0 || c.BackoffMax < 0 || (c.BackoffMax > 0 && c.BackoffBase > c.BackoffMax) {
+		return c, fmt.Errorf("%w: BackoffBase %s and BackoffMax %s: want 0 <= BackoffBase <= BackoffMax", ErrConfig, c.BackoffBase, c.BackoffMax)
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}

@@ -58,7 +58,9 @@
 //     each attempt is one HTTP request. Other 4xx (400, 401, 403, 404,
 //     422...), malformed responses, invalid options and requests are
 //     tried once and match model.ErrPermanent; a cancelled context ends
-//     the call at once and is not permanent, nor are retries run out.
+//     the call at once and is not permanent; retries run out are (the
+//     loop is the only one: a run does not try the step again). Each
+//     failed attempt is reported to the context's model.Trace.
 //  5. A refusal is a text part starting with RefusalPrefix, with the
 //     refusal in Part.Meta[MetaRefusal]; a max-tokens stop returns the
 //     message as far as it got, with StopReason "length" (chat) or

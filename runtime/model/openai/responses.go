@@ -21,14 +21,10 @@ func (m *Model) generateResponses(ctx context.Context, req model.Request, o Opti
 	if err != nil {
 		return nil, err
 	}
-	body, err := m.do(ctx, func(ctx context.Context, extra ...option.RequestOption) error {
+	return m.do(ctx, func(ctx context.Context, extra ...option.RequestOption) error {
 		_, err := m.resp.New(ctx, p, extra...)
 		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return parseResponse(body)
+	}, parseResponse)
 }
 
 // responsesParams maps a request onto a Responses API body. The request is

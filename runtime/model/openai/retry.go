@@ -6,6 +6,7 @@ import (
 
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/model/internal/provider"
 )
 
@@ -20,12 +21,16 @@ type sendFunc func(ctx context.Context, extra ...option.RequestOption) error
 // MaxRetries times and for at most RetryMaxWait of waiting in total,
 // honouring Retry-After exactly. Other errors end it after one attempt,
 // marked model.ErrPermanent; a cancelled ctx ends it at once. It returns
-// the body of the 2xx response.
-func (m *Model) do(ctx context.Context, send sendFunc) ([]byte, error) {
+// parse's answer for the body of the 2xx response. Every failed attempt,
+// and a body parse refuses, is reported to ctx's model.Trace.
+func (m *Model) do(ctx context.Context, send sendFunc, parse func([]byte) (*model.Response, error)) (*model.Response, error) {
 	r := provider.Retrier{
 		Name:           "openai",
+		Model:          m.cfg.Model,
 		MaxRetries:     m.cfg.MaxRetries,
 		RetryMaxWait:   m.cfg.RetryMaxWait,
+		BackoffBase:    m.cfg.BackoffBase,
+		BackoffMax:     m.cfg.BackoffMax,
 		RequestTimeout: m.cfg.RequestTimeout,
 		Sleep:          m.cfg.Sleep,
 		Scrub:          m.scrub,
@@ -34,7 +39,7 @@ func (m *Model) do(ctx context.Context, send sendFunc) ([]byte, error) {
 			return newAPIError(res, m.scrub)
 		},
 	}
-	return r.Do(ctx, func(ctx context.Context, body *[]byte, res **http.Response) error {
+	return provider.Parse(ctx, &r, func(ctx context.Context, body *[]byte, res **http.Response) error {
 		return send(ctx, option.WithResponseBodyInto(body), option.WithResponseInto(res))
-	})
+	}, parse)
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/cairn-agents/cairn/runtime/model"
 )
 
-// Do marks what it does not retry model.ErrPermanent, and nothing else:
-// not a retryable error whose retries ran out, not a cancelled context.
+// Do marks what it does not retry model.ErrPermanent, and a retryable
+// error whose retries ran out too (the loop is the only one: the agent's
+// retry policy is the whole of what a step may send), but not a cancelled
+// context.
 func TestRetrierDoPermanent(t *testing.T) {
 	unavailable := step{status: 503, body: `{"error":{"message":"overloaded"}}`}
 	tests := []struct {
@@ -37,9 +39,9 @@ func TestRetrierDoPermanent(t *testing.T) {
 		{name: "x-should-retry true is retried", steps: []step{{status: 400, header: map[string]string{"x-should-retry": "true"}}, okStep()},
 			wantReqs: 2},
 		{name: "retries ran out", steps: []step{unavailable, unavailable, unavailable}, maxRetries: 2,
-			wantReqs: 3, wantErr: errAny},
-		{name: "retries off", steps: []step{unavailable, okStep()}, maxRetries: -1, wantReqs: 1, wantErr: errAny},
-		{name: "a dropped connection, retries off", steps: []step{{drop: true}}, maxRetries: -1, wantReqs: 1, wantErr: errAny},
+			wantReqs: 3, wantErr: errAny, permanent: true},
+		{name: "retries off", steps: []step{unavailable, okStep()}, maxRetries: -1, wantReqs: 1, wantErr: errAny, permanent: true},
+		{name: "a dropped connection, retries off", steps: []step{{drop: true}}, maxRetries: -1, wantReqs: 1, wantErr: errAny, permanent: true},
 		{name: "cancelled while waiting", steps: []step{unavailable, okStep()}, cancelInSleep: true,
 			wantReqs: 1, wantErr: context.Canceled},
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/cairn-agents/cairn/runtime/model"
 )
 
-// The exponential backoff used when the server gives no Retry-After.
+// The exponential backoff used when the server gives no Retry-After and
+// the Retrier sets none of its own.
 const (
 	BackoffBase = 500 * time.Millisecond
 	BackoffMax  = 30 * time.Second
@@ -25,12 +26,17 @@ type SendFunc func(ctx context.Context, body *[]byte, res **http.Response) error
 // Retrier is the retry loop of one adapter, built from its resolved
 // Config.
 type Retrier struct {
-	// Name prefixes the loop's own errors ("openai: gave up ...").
-	Name           string
-	MaxRetries     int
-	RetryMaxWait   time.Duration
-	RequestTimeout time.Duration
-	Sleep          func(ctx context.Context, d time.Duration) error
+	// Name prefixes the loop's own errors ("openai: gave up ...") and is
+	// the provider of the failures it reports; Model is their model.
+	Name         string
+	Model        string
+	MaxRetries   int
+	RetryMaxWait time.Duration
+	// BackoffBase and BackoffMax shape the wait when the server asks for
+	// none (zero: the package's BackoffBase and BackoffMax).
+	BackoffBase, BackoffMax time.Duration
+	RequestTimeout          time.Duration
+	Sleep                   func(ctx context.Context, d time.Duration) error
 	// Scrub removes the API key from text that came from outside.
 	Scrub func(string) string
 	// ErrResponse is the adapter's malformed-response sentinel.
@@ -53,6 +59,12 @@ type retryable struct {
 	asked bool          // whether the server sent one
 }
 
+// failed is what went wrong in one attempt, for its model.Failure.
+type failed struct {
+	class  string
+	status int
+}
+
 func (r *retryable) Error() string { return r.err.Error() }
 func (r *retryable) Unwrap() error { return r.err }
 
@@ -64,37 +76,88 @@ func (r *retryable) Unwrap() error { return r.err }
 // at most RetryMaxWait of waiting in total, honouring Retry-After exactly.
 // Any other error ends it after one attempt and is returned marked
 // model.ErrPermanent: a 4xx the provider will refuse again, a malformed
-// response. A cancelled ctx ends it at once, and neither that nor running
-// out of retries is permanent. It returns the body of the 2xx response.
+// response. Running out of retries is permanent too: this loop is the only
+// one, its limits are the agent's retry policy, and a run that retried the
+// step again would send the provider more requests than the policy allows.
+// A cancelled ctx ends it at once, and is not permanent. Every failed
+// attempt is reported to ctx's model.Trace before the loop waits or gives
+// up. It returns the body of the 2xx response.
 func (r *Retrier) Do(ctx context.Context, send SendFunc) ([]byte, error) {
+	body, _, err := r.do(ctx, send)
+	return body, err
+}
+
+// Parse is Do followed by parse of the 2xx body; a body parse refuses
+// (it wraps the adapter's ErrResponse) is reported as a malformed answer
+// of the last attempt. parse may return a value with its error (the
+// usage of a response that is otherwise unusable): both are returned.
+func Parse[T any](ctx context.Context, r *Retrier, send SendFunc, parse func([]byte) (T, error)) (T, error) {
+	body, attempts, err := r.do(ctx, send)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := parse(body)
+	if err != nil && errors.Is(err, r.ErrResponse) {
+		r.report(ctx, attempts, failed{class: model.FailureMalformed, status: http.StatusOK}, err, 0, false)
+	}
+	return v, err
+}
+
+func (r *Retrier) do(ctx context.Context, send SendFunc) ([]byte, int, error) {
 	var waited time.Duration
 	for attempt := 1; ; attempt++ {
-		body, err := r.attempt(ctx, send)
+		body, f, err := r.attempt(ctx, send)
 		if err == nil {
-			return body, nil
+			return body, attempt, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: request abandoned: %w", r.Name, ctx.Err())
+			return nil, attempt, fmt.Errorf("%s: request abandoned: %w", r.Name, ctx.Err())
 		}
 		var re *retryable
 		if !errors.As(err, &re) {
-			return nil, model.Permanent(err)
+			r.report(ctx, attempt, f, err, 0, false)
+			return nil, attempt, model.Permanent(err)
 		}
 		if attempt > r.MaxRetries {
+			r.report(ctx, attempt, f, re.err, 0, false)
 			if r.MaxRetries == 0 {
-				return nil, re.err
+				return nil, attempt, model.Permanent(re.err)
 			}
-			return nil, fmt.Errorf("%s: gave up after %d attempts: %w", r.Name, attempt, re.err)
+			return nil, attempt, model.Permanent(fmt.Errorf("%s: gave up after %d attempts: %w", r.Name, attempt, re.err))
 		}
-		d := Backoff(attempt, re.after, re.asked)
+		d := r.backoff(attempt, re.after, re.asked)
 		if waited+d > r.RetryMaxWait {
-			return nil, fmt.Errorf("%s: gave up after %d attempts: waiting %s more would exceed the %s retry budget: %w", r.Name, attempt, d, r.RetryMaxWait, re.err)
+			r.report(ctx, attempt, f, re.err, 0, false)
+			return nil, attempt, model.Permanent(fmt.Errorf("%s: gave up after %d attempts: waiting %s more would exceed the %s retry budget: %w", r.Name, attempt, d, r.RetryMaxWait, re.err))
 		}
+		r.report(ctx, attempt, f, re.err, d, true)
 		if err := r.Sleep(ctx, d); err != nil {
-			return nil, fmt.Errorf("%s: request abandoned while waiting to retry: %w", r.Name, err)
+			return nil, attempt, fmt.Errorf("%s: request abandoned while waiting to retry: %w", r.Name, err)
 		}
 		waited += d
 	}
+}
+
+// report tells ctx's model.Trace of a failed attempt.
+func (r *Retrier) report(ctx context.Context, attempt int, f failed, err error, wait time.Duration, retry bool) {
+	model.ReportFailure(ctx, model.Failure{Provider: r.Name, Model: r.Model, Attempt: attempt, Status: f.status, Class: f.class,
+		Error: err.Error(), Retry: retry, RetryIn: wait, At: time.Now()})
+}
+
+// backoff is Backoff with the Retrier's own base and cap.
+func (r *Retrier) backoff(attempt int, retryAfter time.Duration, asked bool) time.Duration {
+	if asked {
+		return retryAfter
+	}
+	base, most := r.BackoffBase, r.BackoffMax
+	if base <= 0 {
+		base = BackoffBase
+	}
+	if most <= 0 {
+		most = BackoffMax
+	}
+	return jittered(attempt, base, most)
 }
 
 // Backoff is the wait before retry number attempt (1 for the first retry):
@@ -105,49 +168,60 @@ func Backoff(attempt int, retryAfter time.Duration, asked bool) time.Duration {
 	if asked {
 		return retryAfter
 	}
-	d := BackoffMax
-	if attempt < 16 {
-		d = min(BackoffBase<<(attempt-1), BackoffMax)
+	return jittered(attempt, BackoffBase, BackoffMax)
+}
+
+// jittered is base doubled per retry up to most, its upper half jittered.
+func jittered(attempt int, base, most time.Duration) time.Duration {
+	d := most
+	if attempt < 32 && base<<(attempt-1) > 0 {
+		d = min(base<<(attempt-1), most)
 	}
 	return d/2 + rand.N(d/2+1)
 }
 
 // attempt makes one request. Its errors are *retryable when another
-// attempt may succeed.
-func (r *Retrier) attempt(ctx context.Context, send SendFunc) ([]byte, error) {
+// attempt may succeed; f says what failed.
+func (r *Retrier) attempt(ctx context.Context, send SendFunc) (body []byte, f failed, err error) {
 	actx, cancel := context.WithTimeout(ctx, r.RequestTimeout)
 	defer cancel()
-	var body []byte
 	var res *http.Response
-	err := send(actx, &body, &res)
+	err = send(actx, &body, &res)
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, f, ctx.Err()
 	}
 	timedOut := actx.Err() != nil
+	if res != nil {
+		f.status = res.StatusCode
+	}
 	switch {
 	case res == nil && err == nil:
-		return nil, fmt.Errorf("%w: no response and no error", r.ErrResponse)
+		return nil, failed{class: model.FailureMalformed}, fmt.Errorf("%w: no response and no error", r.ErrResponse)
 	case res == nil && timedOut:
-		return nil, &retryable{err: fmt.Errorf("%s: attempt timed out after %s", r.Name, r.RequestTimeout)}
+		return nil, failed{class: model.FailureTimeout}, &retryable{err: fmt.Errorf("%s: attempt timed out after %s", r.Name, r.RequestTimeout)}
 	case res == nil:
 		// A connection error: no status, nothing charged that we can see.
-		return nil, &retryable{err: fmt.Errorf("%s: %s", r.Name, r.Scrub(err.Error()))}
+		return nil, failed{class: model.FailureConnection}, &retryable{err: fmt.Errorf("%s: %s", r.Name, r.Scrub(err.Error()))}
 	case res.StatusCode >= 400:
+		f.class = model.FailureStatus
 		apiErr := r.APIError(res)
 		if shouldRetry(apiErr, res.Header) {
 			after, asked := RetryAfter(res.Header, time.Now())
-			return nil, &retryable{err: apiErr, after: after, asked: asked}
+			return nil, f, &retryable{err: apiErr, after: after, asked: asked}
 		}
-		return nil, apiErr
+		return nil, f, apiErr
 	case err != nil && timedOut:
-		return nil, &retryable{err: fmt.Errorf("%s: attempt timed out after %s while reading the response", r.Name, r.RequestTimeout)}
+		f.class = model.FailureTimeout
+		return nil, f, &retryable{err: fmt.Errorf("%s: attempt timed out after %s while reading the response", r.Name, r.RequestTimeout)}
 	case err != nil:
 		// A 2xx whose body could not be read: truncated or reset.
-		return nil, fmt.Errorf("%w: reading the body of HTTP %d: %s", r.ErrResponse, res.StatusCode, r.Scrub(err.Error()))
+		f.class = model.FailureMalformed
+		return nil, f, fmt.Errorf("%w: reading the body of HTTP %d: %s", r.ErrResponse, res.StatusCode, r.Scrub(err.Error()))
 	case res.StatusCode < 200 || res.StatusCode > 299:
-		return nil, fmt.Errorf("%w: unexpected HTTP %d", r.ErrResponse, res.StatusCode)
+		f.class = model.FailureMalformed
+		return nil, f, fmt.Errorf("%w: unexpected HTTP %d", r.ErrResponse, res.StatusCode)
 	}
-	return body, nil
+	return body, f, nil
 }
 
 // shouldRetry reports whether an error status is retried: as the server
