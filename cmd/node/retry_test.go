@@ -101,13 +101,13 @@ func TestRetryPolicyIsTheOnlyRetryLayer(t *testing.T) {
 // file and the field.
 func TestBadRetryPolicyNamesTheField(t *testing.T) {
 	for retry, want := range map[string]string{
-		"retry: {attempts: 0}\n":                          "", // the default
-		"retry: {attempts: -1}\n":                         "retry.attempts: -1: want 1 to 20",
-		"retry: {attempts: 21}\n":                         "retry.attempts: 21",
-		"retry: {backoff: soon}\n":                        `retry.backoff: "soon" is not a positive duration`,
-		"retry: {max_wait: -1s}\n":                        `retry.max_wait: "-1s"`,
-		"retry: {backoff: 10s, max_backoff: 1s}\n":        "retry.backoff: 10s is more than max_backoff 1s",
-		"retry: {attempts: 2, backof: 1s}\n":              `unknown field "backof"`,
+		"retry: {attempts: 0}\n":                           "", // the default
+		"retry: {attempts: -1}\n":                          "retry.attempts: -1: want 1 to 20",
+		"retry: {attempts: 21}\n":                          "retry.attempts: 21",
+		"retry: {backoff: soon}\n":                         `retry.backoff: "soon" is not a positive duration`,
+		"retry: {max_wait: -1s}\n":                         `retry.max_wait: "-1s"`,
+		"retry: {backoff: 10s, max_backoff: 1s}\n":         "retry.backoff: 10s is more than max_backoff 1s",
+		"retry: {attempts: 2, backof: 1s}\n":               `unknown field "backof"`,
 		"retry: {attempts: 5, max_wait: 30s, backoff: 1s}": "",
 	} {
 		dir := t.TempDir()
