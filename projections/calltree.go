@@ -139,6 +139,18 @@ func (t *CallTree) Apply(e Event) error {
 		}
 		if r := t.run(e); r.Status.Active() {
 			r.Status = runtime.CallStatus(end.Status)
+			// Its open calls never finish: one being dispatched may have
+			// had its effect (unknown), one not yet dispatched did not
+			// (skipped). Left as they were, a cancelled run's call read
+			// "dispatching" for ever.
+			for i, c := range r.Calls {
+				switch c.State {
+				case runtime.CallDispatching:
+					r.Calls[i].State, r.Calls[i].Result = runtime.CallUnknown, "the run "+end.Status+" while it was dispatching: its effect is unknown"
+				case runtime.CallPending:
+					r.Calls[i].State, r.Calls[i].Result = runtime.CallSkipped, "the run "+end.Status+" before it was dispatched"
+				}
+			}
 		}
 	}
 	return nil

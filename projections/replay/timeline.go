@@ -17,10 +17,16 @@ type Entry struct {
 	Seq      uint64    `json:"seq"`
 	Time     time.Time `json:"time"`
 	Revision int64     `json:"revision,omitempty"`
-	// Kind is created, attempt, task, model, call, result, child,
-	// compaction, completed or ended.
+	// Kind is created, attempt, task, model_failure, model, call,
+	// result, child, compaction, completed or ended.
 	Kind string `json:"kind"`
 	Step int    `json:"step,omitempty"`
+	// Usage is a model entry's reported tokens.
+	Usage *model.Usage `json:"usage,omitempty"`
+	// Failure is a model_failure entry's failed provider request: its
+	// Time is when the request failed, before the commit of the response
+	// it delayed.
+	Failure *model.Failure `json:"failure,omitempty"`
 	// Call fields, for call and result entries.
 	CallID string            `json:"call_id,omitempty"`
 	Tool   string            `json:"tool,omitempty"`
@@ -111,6 +117,11 @@ func (h *History) Timeline(upTo int64) []Entry {
 func commitEntries(base Entry, cp *runtime.Checkpoint) []Entry {
 	var out []Entry
 	base.Step = cp.Step
+	for _, f := range cp.ModelFailures {
+		e := base
+		e.Kind, e.Time, e.Text, e.Failure = "model_failure", f.At, runtime.FailureLine(f), &f
+		out = append(out, e)
+	}
 	calls := map[string]runtime.CallRecord{}
 	for _, c := range cp.Calls {
 		calls[c.ID] = c
@@ -122,7 +133,7 @@ func commitEntries(base Entry, cp *runtime.Checkpoint) []Entry {
 			e.Kind, e.Text = "task", short(m.Text())
 			out = append(out, e)
 		case m.ID == cp.ResponseID:
-			e.Kind = "model"
+			e.Kind, e.Usage = "model", cp.Usage
 			var names []string
 			for _, c := range m.ToolCalls() {
 				names = append(names, c.Name+"("+c.ID+")")
