@@ -136,6 +136,7 @@ func (n *Node) startMember(ctx context.Context) (*member, error) {
 	// A readable ID; the random part makes every incarnation new.
 	m.system.ID = name + "-" + m.system.ID
 	m.id = m.system.ID
+	n.memberIDs.Store(m.id, true)
 	scfg := n.cfg.Store
 	scfg.Holder = m.id
 	var err error

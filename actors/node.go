@@ -163,6 +163,9 @@ type Hooks struct {
 // Node runs agent tasks on one member of a protoactor-go cluster.
 type Node struct {
 	cfg    Config
+	// memberIDs are every member ID this node has had, each the holder of
+	// the leases its runs took while it was current.
+	memberIDs sync.Map
 	agents map[string]*Agent
 	store  *cjs.Store
 	runlog *runLog
@@ -447,6 +450,13 @@ func (n *Node) LiveRuns() int {
 // MemberID is the ID of this node's current cluster member; it is the
 // holder named in the lease of every run the member opens.
 func (n *Node) MemberID() string { return n.current().id }
+
+// WasHolder reports whether a lease's holder is one of the members this
+// node has had, through every rejoin: whether the run it leased ran here.
+func (n *Node) WasHolder(holder string) bool {
+	_, ok := n.memberIDs.Load(holder)
+	return ok
+}
 
 // Close drains the node: running attempts stop at their next commit
 // boundary (until ctx is done or DrainTimeout has passed, whichever is

@@ -37,7 +37,16 @@ type RunEntry struct {
 type Runs struct {
 	mu   sync.RWMutex
 	runs map[string]*RunEntry
+	// onEnd is told of each run's end as the index applies it.
+	onEnd func(RunEntry)
 }
+
+// OnEnd has f told of each run that ends (completed, needs_input, failed,
+// cancelled) from now on, once per run, with its entry as it ended: from
+// its Created to its Updated is its duration by the log's own times. f
+// runs after the index is updated, outside its lock; it must not block.
+// Set it before the index is fed.
+func (ix *Runs) OnEnd(f func(RunEntry)) { ix.onEnd = f }
 
 // NewRuns returns an empty run index.
 func NewRuns() *Runs { return &Runs{runs: map[string]*RunEntry{}} }
@@ -69,6 +78,15 @@ func (ix *Runs) Apply(e Event) error {
 	if e.RunID == "" {
 		return nil
 	}
+	ended := ix.apply(e)
+	if ended != nil && ix.onEnd != nil {
+		ix.onEnd(*ended)
+	}
+	return nil
+}
+
+// apply applies e; it returns the run's entry when e ended the run.
+func (ix *Runs) apply(e Event) (ended *RunEntry) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	switch e.Type {
@@ -94,6 +112,9 @@ func (ix *Runs) Apply(e Event) error {
 			if cp, err := e.Checkpoint(); err == nil {
 				st = runtime.RunStatus(st, cp.Reply)
 			}
+			if en.Status.Active() {
+				ended = en
+			}
 			en.Status, en.Error, en.Updated = st, "", e.Time
 		}
 	case events.RunEnded:
@@ -103,7 +124,12 @@ func (ix *Runs) Apply(e Event) error {
 		}
 		if en := ix.entry(e); en.Status.Active() {
 			en.Status, en.Error, en.Updated = runtime.CallStatus(end.Status), end.Reason, e.Time
+			ended = en
 		}
+	}
+	if ended != nil {
+		c := *ended
+		return &c
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ type metrics struct {
 	batchFallback int64
 	attempts      map[[3]string]int64      // by agent, reason and outcome
 	attemptSecs   map[[2]string]*histogram // by agent and outcome
+	runSecs       map[[2]string]*histogram // by agent and outcome
 	index         *runindex.Index
 }
 
@@ -65,7 +66,7 @@ func newMetrics() *metrics {
 		modelFailures: map[[4]string]int64{},
 		tokens:        map[[2]string]int64{}, parked: map[string]bool{},
 		commits: map[string]*histogram{}, batchSizes: map[string]*histogram{},
-		attempts: map[[3]string]int64{}, attemptSecs: map[[2]string]*histogram{}}
+		attempts: map[[3]string]int64{}, attemptSecs: map[[2]string]*histogram{}, runSecs: map[[2]string]*histogram{}}
 }
 
 func (h *histogram) observe(buckets []float64, v float64) {
@@ -147,6 +148,29 @@ func (m *metrics) attempt(ev actors.AttemptEnded) {
 	h.observe(attemptBuckets, ev.Took.Seconds())
 }
 
+// runEnded is the run index's OnEnd for cairn_run_seconds: each run that
+// ended since this node started (the index's rebuild replays every end the
+// log holds) and whose last lease was this node's (so that a cluster counts
+// each run once, on the node that ran it last), observed from its creation
+// to its end by the log's own times. A run that ended before any attempt
+// (cancelled at once) had no lease and is not counted.
+func (m *metrics) runEnded(ranHere func(holder string) bool, since time.Time) func(projections.RunEntry) {
+	return func(e projections.RunEntry) {
+		if e.Updated.Before(since) || e.Node == "" || !ranHere(e.Node) || e.Created.IsZero() {
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		k := [2]string{e.Agent, string(e.Status)}
+		h := m.runSecs[k]
+		if h == nil {
+			h = &histogram{counts: make([]int64, len(attemptBuckets))}
+			m.runSecs[k] = h
+		}
+		h.observe(attemptBuckets, max(e.Updated.Sub(e.Created), 0).Seconds())
+	}
+}
+
 type countingModel struct {
 	m     *metrics
 	agent string
@@ -193,8 +217,17 @@ func (c countingModel) Generate(ctx context.Context, req model.Request) (*model.
 	return resp, err
 }
 
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	if m.index != nil {
+		// What the log held when asked: the runs' counts and the ends it
+		// told (runEnded, which takes m.mu: before it is taken). A log
+		// out of reach is not waited for long; the scrape says what the
+		// index has.
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		_ = m.index.CatchUp(ctx)
+		cancel()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.index != nil {
@@ -226,6 +259,10 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "# HELP cairn_attempt_seconds Attempt duration, by agent and outcome: a run's time on this node, between its parks.\n# TYPE cairn_attempt_seconds histogram")
 	for _, k := range sortedPairs(m.attemptSecs) {
 		m.attemptSecs[k].write(w, "cairn_attempt_seconds", fmt.Sprintf("agent=%q,outcome=%q,", k[0], k[1]), attemptBuckets)
+	}
+	fmt.Fprintln(w, "# HELP cairn_run_seconds Run duration from its creation to its end, by agent and outcome (completed, needs_input, failed, cancelled): the runs that ended since this node started, counted by the node that ran each last.\n# TYPE cairn_run_seconds histogram")
+	for _, k := range sortedPairs(m.runSecs) {
+		m.runSecs[k].write(w, "cairn_run_seconds", fmt.Sprintf("agent=%q,outcome=%q,", k[0], k[1]), attemptBuckets)
 	}
 	fmt.Fprintln(w, "# HELP cairn_model_requests_total Model requests, by agent.\n# TYPE cairn_model_requests_total counter")
 	for _, k := range sortedKeys(m.modelRequests) {

@@ -106,9 +106,13 @@ func TestMetricsAttempts(t *testing.T) {
 		`cairn_attempt_seconds_count{agent="researcher",outcome="completed"} 1`,
 		`cairn_attempt_seconds_bucket{agent="fact-checker",outcome="completed",le="+Inf"} 1`,
 		`cairn_attempts_total{agent="fact-checker",reason="started",outcome="completed"} 1`,
+		// Each run once, from its creation to its end.
+		`cairn_run_seconds_count{agent="researcher",outcome="completed"} 1`,
+		`cairn_run_seconds_count{agent="fact-checker",outcome="completed"} 1`,
+		`cairn_run_seconds_bucket{agent="summarizer",outcome="completed",le="+Inf"} 1`,
 	} {
 		if !strings.Contains(out, want) {
-			t.Errorf("metrics lack %q:\n%s", want, grepLines(out, "cairn_attempt"))
+			t.Errorf("metrics lack %q:\n%s", want, grepLines(out, "cairn_attempt")+"\n"+grepLines(out, "cairn_run_seconds"))
 		}
 	}
 }

@@ -147,7 +147,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return err
 	}
 	defer a.close(context.Background())
-	ix, err := runindex.Start(ctx, a.source())
+	ix, err := runindex.Start(ctx, a.source(), runindex.Hooks{OnEnd: m.runEnded(a.node.WasHolder, time.Now())})
 	if err != nil {
 		return err
 	}

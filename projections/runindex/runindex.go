@@ -23,9 +23,19 @@ type Index struct {
 	r  *projections.Runner
 }
 
+// Hooks are what the index tells its user as it follows the log.
+type Hooks struct {
+	// OnEnd is told of each run's end (projections.Runs.OnEnd), those of
+	// the rebuild at start included.
+	OnEnd func(Entry)
+}
+
 // Start builds the index from the stream and keeps it current.
-func Start(ctx context.Context, src projections.Source) (*Index, error) {
+func Start(ctx context.Context, src projections.Source, hooks Hooks) (*Index, error) {
 	ix := projections.NewRuns()
+	if hooks.OnEnd != nil {
+		ix.OnEnd(hooks.OnEnd)
+	}
 	r, err := projections.Start(ctx, projections.Config{JS: src.JS, Stream: src.Stream, Keys: src.Keys}, ix)
 	if err != nil {
 		return nil, fmt.Errorf("runindex: %w", err)

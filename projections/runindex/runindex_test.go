@@ -2,6 +2,7 @@ package runindex_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +53,13 @@ func TestIndexFollowsAndRebuilds(t *testing.T) {
 	}
 	js, _ := njs.New(nc)
 	at := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
-	live, err := runindex.Start(context.Background(), projections.Source{JS: js})
+	var mu sync.Mutex
+	ends := map[string][]runindex.Entry{}
+	live, err := runindex.Start(context.Background(), projections.Source{JS: js}, runindex.Hooks{OnEnd: func(e runindex.Entry) {
+		mu.Lock()
+		defer mu.Unlock()
+		ends[e.RunID] = append(ends[e.RunID], e)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +88,24 @@ func TestIndexFollowsAndRebuilds(t *testing.T) {
 	if c := live.Counts(); c[runtime.StatusRunning] != 1 || c[runtime.StatusCompleted] != 1 || c[runtime.StatusCancelled] != 1 {
 		t.Fatalf("counts = %v", c)
 	}
-	rebuilt, err := runindex.Start(context.Background(), projections.Source{JS: js})
+	// Each run that ended was told once, as it ended, with its times (told
+	// just after the index has it: wait for both).
+	for i := 0; i < 500; i++ {
+		mu.Lock()
+		n := len(ends["r2"]) + len(ends["r3"])
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	if len(ends) != 2 || len(ends["r2"]) != 1 || len(ends["r3"]) != 1 || ends["r2"][0].Status != runtime.StatusCompleted ||
+		ends["r3"][0].Status != runtime.StatusCancelled || !ends["r3"][0].Created.Equal(at.Add(2*time.Second)) || !ends["r3"][0].Updated.Equal(at) {
+		t.Fatalf("ends told: %+v", ends)
+	}
+	mu.Unlock()
+	rebuilt, err := runindex.Start(context.Background(), projections.Source{JS: js}, runindex.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
