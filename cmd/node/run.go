@@ -139,6 +139,8 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	}
 	st, reply, err := node.Result(ctx, sessionID, runID)
 	if ctx.Err() != nil {
+		p.say("\ninterrupted: the run stops at its next commit; Ctrl-C again stops it now")
+		drainThenStop(a)
 		return &interruptedError{run: runID}
 	}
 	steps, in, outTok, uerr := node.Usage(context.Background(), rootRunID)
@@ -170,6 +172,29 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 		}
 		return nil
 	})
+}
+
+// drainThenStop closes the node after an interrupt: its attempts stop at
+// their next commit boundary, unless another interrupt comes first, which
+// cancels them (a run_js script is stopped; the run resumes with the
+// call's effect unknown, C5). A script of minutes is not waited for
+// against the operator's will.
+func drainThenStop(a *app) {
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	closed := make(chan struct{})
+	go func() {
+		select {
+		case <-again:
+			cancel()
+		case <-closed:
+		}
+	}()
+	a.close(ctx)
+	close(closed)
 }
 
 func same(a, b string) bool {

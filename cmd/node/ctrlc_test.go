@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+)
+
+// slowScriptProvider speaks OpenAI's Chat Completions: its first answer
+// calls run_js with a script that runs for seconds, every later one
+// completes the run.
+type slowScriptProvider struct{ hits atomic.Int32 }
+
+func (p *slowScriptProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	name, args := "complete", `{"type":"output","output":{"answer":"done"}}`
+	if p.hits.Add(1) == 1 {
+		name, args = "run_js", `{"code":"const t = Date.now(); while (Date.now() - t < 8000) {} return 1"}`
+	}
+	a, _ := json.Marshal(args)
+	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
+		"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-%d","type":"function","function":{"name":%q,"arguments":%s}}]}}],
+		"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, p.hits.Load(), name, a)
+}
+
+// Ctrl-C in a terminal signals the whole foreground process group: the
+// node and, before the worker had a group of its own, its JavaScript
+// worker, which died of the SIGINT and was reported as "most likely
+// exceeding a resource limit", a false diagnosis kept in the log and shown
+// to the model. Here the node runs in a group of its own and the group is
+// sent SIGINT while run_js runs, as a terminal does. Once: the node drains,
+// the script ends and its result is committed. Twice: the node stops the
+// script (before, it waited for the script however long it ran) and the
+// resumed run is told the call's effect is unknown. Either way the node
+// exits 130 with the resume hint naming the binary actually run, nothing
+// in the log or its output blames a limit or a dying worker, and the
+// resumed run completes.
+func TestCtrlCDuringRunJSIsNoResourceLimit(t *testing.T) {
+	for _, twice := range []bool{false, true} {
+		t.Run(map[bool]string{false: "once: drained", true: "twice: stopped"}[twice], func(t *testing.T) { ctrlC(t, twice) })
+	}
+}
+
+func ctrlC(t *testing.T, twice bool) {
+	provider := httptest.NewServer(&slowScriptProvider{})
+	defer provider.Close()
+	agents := t.TempDir()
+	file := filepath.Join(agents, "slow.yaml")
+	if err := os.WriteFile(file, []byte(retryAgent("")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := append(os.Environ(), "OPENAI_API_KEY=sk-test", "ANTHROPIC_API_KEY=", "OPENAI_BASE_URL="+provider.URL)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(env, "CAIRN_NODE_ARGS="+strings.Join([]string{"run", "--data", dir, file, "go"}, "\x1f"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var printed bytes.Buffer
+	runID := ""
+	sc := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`^run (\S+) of flaky started`)
+	for sc.Scan() {
+		printed.WriteString(sc.Text() + "\n")
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			runID = m[1]
+		}
+		if strings.Contains(sc.Text(), "-> run_js") {
+			break // the call is committed and being dispatched: Ctrl-C now
+		}
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		printed.WriteString(sc.Text() + "\n")
+		if twice && strings.Contains(sc.Text(), "Ctrl-C again stops it now") {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err := cmd.Wait()
+	all := printed.String() + stderr.String()
+	if runID == "" {
+		t.Fatalf("no run ID printed:\n%s", all)
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("interrupted node: %v, want exit 130:\n%s", err, all)
+	}
+	if !strings.Contains(stderr.String(), os.Args[0]+" run --data "+dir) {
+		t.Errorf("the resume hint does not name the binary run (%s):\n%s", os.Args[0], stderr.String())
+	}
+	var out, errb bytes.Buffer
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", provider.URL)
+	if code := runCmd([]string{"--data", dir, "--resume", runID, file}, &out, &errb); code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), `"answer": "done"`) {
+		t.Fatalf("the resumed run did not complete:\n%s", out.String())
+	}
+	var replayed, rerr bytes.Buffer
+	if code := dispatch([]string{"replay", "--data", dir, "--agents", agents, runID}, &replayed, &rerr); code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, rerr.String())
+	}
+	// The script's result is committed when the node drained, and only
+	// then; stopped, the resumed run was told its effect is unknown.
+	if committed := strings.Contains(replayed.String(), `result     {"result":1}`); committed == twice {
+		t.Fatalf("the script's result committed: %v, want %v:\n%s", committed, !twice, replayed.String())
+	}
+	if twice && !strings.Contains(replayed.String(), "Unknown effect: this run_js call was interrupted") {
+		t.Fatalf("the stopped call is not unknown after the resume:\n%s", replayed.String())
+	}
+	for _, text := range []string{all, out.String(), replayed.String()} {
+		for _, bad := range []string{"resource limit", "worker died", "signal: interrupt"} {
+			if strings.Contains(text, bad) {
+				t.Fatalf("%q after Ctrl-C:\n%s", bad, text)
+			}
+		}
+	}
+}
