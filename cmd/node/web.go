@@ -15,7 +15,7 @@ import (
 
 // registerWeb adds the web views to the node's HTTP API:
 //
-//	GET  /ui/                       the list of runs (web_list.go; /ui/runs redirects to it)
+//	GET  /ui/                       the list of runs (ui/runs.html; /ui/runs redirects to it)
 //	GET  /ui/runs/{run}             the page (static; it reads the bearer token from the URL fragment
 //	                                 #token=..., which browsers never send to the server)
 //	GET  /v1/runs/{run}/view        timeline, call tree and usage (?at=REV: up to a revision)
