@@ -27,6 +27,13 @@ type Entry struct {
 	// Time is when the request failed, before the commit of the response
 	// it delayed.
 	Failure *model.Failure `json:"failure,omitempty"`
+	// Ended says how an attempt entry's attempt ended, read from what the
+	// log holds after it (an attempt writes no end of its own): completed,
+	// needs_input, failed or cancelled with the run; parked (its last
+	// commit waits for children); running (the run's latest attempt, not
+	// ended); or stopped (crashed, drained or fenced out: the next attempt
+	// resumed its run).
+	Ended string `json:"ended,omitempty"`
 	// Call fields, for call and result entries.
 	CallID string            `json:"call_id,omitempty"`
 	Tool   string            `json:"tool,omitempty"`
@@ -109,7 +116,49 @@ func (h *History) Timeline(upTo int64) []Entry {
 			out = append(out, commitEntries(base, cp)...)
 		}
 	}
+	endAttempts(out)
 	return out
+}
+
+// endAttempts sets how each attempt entry's attempt ended (Entry.Ended):
+// the run's end in its span, else the state its last commit left.
+func endAttempts(tl []Entry) {
+	for i := range tl {
+		if tl[i].Kind != "attempt" {
+			continue
+		}
+		ended, parked, next := "", false, false
+		for _, e := range tl[i+1:] {
+			if e.Kind == "attempt" {
+				next = true
+				break
+			}
+			switch e.Kind {
+			case "completed":
+				ended = "completed"
+				if strings.HasPrefix(e.Text, "needs input") {
+					ended = "needs_input"
+				}
+			case "ended":
+				ended, _, _ = strings.Cut(e.Text, ":")
+			case "model", "result":
+				parked = false
+			case "call":
+				parked = e.Tool == runtime.ToolWait
+			}
+		}
+		switch {
+		case ended != "":
+			tl[i].Ended = ended
+		case parked:
+			tl[i].Ended = "parked"
+		case next:
+			tl[i].Ended = "stopped"
+		default:
+			tl[i].Ended = "running"
+		}
+		tl[i].Text += ": " + tl[i].Ended
+	}
 }
 
 // commitEntries describes one commit: its appended messages, and the

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,42 @@ func TestTimelineShowsModelFailures(t *testing.T) {
 	}
 	if !got[2].Time.Equal(committed) || got[2].Usage == nil || got[2].Usage.InputTokens != 30 {
 		t.Fatalf("model entry %+v: want the commit's time and its tokens", got[2])
+	}
+}
+
+// Each attempt says how it ended, from what the log holds after it.
+func TestAttemptsSayHowTheyEnded(t *testing.T) {
+	attempt := Entry{Kind: "attempt", Text: "attempt"}
+	tests := []struct {
+		name string
+		tl   []Entry
+		want []string
+	}{
+		{"completed", []Entry{attempt, {Kind: "model"}, {Kind: "completed", Text: "output: 1"}}, []string{"completed"}},
+		{"needs input", []Entry{attempt, {Kind: "completed", Text: "needs input: which?"}}, []string{"needs_input"}},
+		{"failed", []Entry{attempt, {Kind: "model"}, {Kind: "ended", Text: "failed: model: HTTP 401"}}, []string{"failed"}},
+		{"crashed, then resumed and completed", []Entry{attempt, {Kind: "model"}, {Kind: "call", Tool: "run_js"}, attempt, {Kind: "result"}, {Kind: "completed"}},
+			[]string{"stopped", "completed"}},
+		{"parked, woken by a later attempt", []Entry{attempt, {Kind: "call", Tool: runtime.ToolWait}, attempt, {Kind: "result"}},
+			[]string{"parked", "running"}},
+		{"parked, woken in the same attempt", []Entry{attempt, {Kind: "call", Tool: runtime.ToolWait}, {Kind: "result"}, {Kind: "model"}}, []string{"running"}},
+		{"cancelled while parked", []Entry{attempt, {Kind: "call", Tool: runtime.ToolWait}, {Kind: "ended", Text: "cancelled: by its owner"}}, []string{"cancelled"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			endAttempts(tt.tl)
+			var got []string
+			for _, e := range tt.tl {
+				if e.Kind == "attempt" {
+					got = append(got, e.Ended)
+					if e.Text != "attempt: "+e.Ended {
+						t.Errorf("text %q does not say it", e.Text)
+					}
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("attempts ended %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
