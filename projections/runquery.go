@@ -42,10 +42,10 @@ const (
 )
 
 // RunStatuses are the statuses a run shows in the index, in the order a
-// listing offers them. A run parked on its children or a deadline is
-// running: the index reads no step commits (which keeps a rebuild cheap),
-// and a park is one.
-var RunStatuses = []runtime.CallStatus{runtime.StatusRunning, runtime.StatusNeedsInput,
+// listing offers them. A run is waiting while its latest commit dispatches
+// wait_calls (parked on its children, or a deadline), running otherwise
+// until it ends.
+var RunStatuses = []runtime.CallStatus{runtime.StatusRunning, runtime.StatusWaiting, runtime.StatusNeedsInput,
 	runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusCancelled}
 
 // RunPage is one page of a query.

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"sync"
@@ -32,8 +33,10 @@ type RunEntry struct {
 
 // Runs is the run index: every run with its agent, owner, parent,
 // session, status, timestamps and owner node. It reads run creations,
-// leases, completions and ends only (never the step commits), which keeps a
-// rebuild cheap.
+// leases, commits and ends; of a step commit only whether it dispatches
+// wait_calls (the run is waiting), decoding only the few that name the
+// tool, which keeps a rebuild cheap (the runner reads every event of the
+// log anyway: BenchmarkRebuild).
 type Runs struct {
 	mu   sync.RWMutex
 	runs map[string]*RunEntry
@@ -48,6 +51,23 @@ type Runs struct {
 // Set it before the index is fed.
 func (ix *Runs) OnEnd(f func(RunEntry)) { ix.onEnd = f }
 
+// waitTool is the wait tool's name as a commit's JSON spells it.
+var waitTool = []byte(`"` + runtime.ToolWait + `"`)
+
+// waits reports whether a step commit dispatches wait_calls.
+func waits(e Event) bool {
+	cp, err := e.Checkpoint()
+	if err != nil {
+		return false
+	}
+	for _, c := range cp.Calls {
+		if c.Name == runtime.ToolWait && c.State == runtime.CallDispatching {
+			return true
+		}
+	}
+	return false
+}
+
 // NewRuns returns an empty run index.
 func NewRuns() *Runs { return &Runs{runs: map[string]*RunEntry{}} }
 
@@ -60,7 +80,7 @@ func (ix *Runs) Name() string { return "runindex" }
 func (ix *Runs) Filters() []string {
 	return []string{
 		events.AllCreated, events.AllLeases,
-		events.AllCompletions, events.AllEnded,
+		events.AllCheckpoints, events.AllEnded,
 	}
 }
 
@@ -106,7 +126,23 @@ func (ix *Runs) apply(e Event) (ended *RunEntry) {
 		en := ix.entry(e)
 		en.Node, en.Epoch, en.Updated = l.Holder, l.Epoch, e.Time
 	case events.CheckpointCommitted:
-		if e.Completed() {
+		if !e.Completed() {
+			// A step: the run waits for its children while its latest
+			// commit dispatches wait_calls, and runs again with the next.
+			// Most commits do not name the tool at all: only those are
+			// decoded (a rebuild reads every commit).
+			en := ix.entry(e)
+			if !en.Status.Active() {
+				return nil
+			}
+			st := runtime.StatusRunning
+			if e.DataRef == nil && bytes.Contains(e.Data, waitTool) && waits(e) {
+				st = runtime.StatusWaiting
+			}
+			en.Status, en.Updated = st, e.Time
+			return nil
+		}
+		{
 			en := ix.entry(e)
 			st := runtime.StatusCompleted
 			if cp, err := e.Checkpoint(); err == nil {

@@ -9,7 +9,8 @@
 //
 // Scenarios so far: B1 (fenced publish vs SaveCheckpoint) and B2 (one run's
 // tool-call throughput vs raw commits per call), each at SyncAlways and, for
-// B2, at the default sync interval too.
+// B2, at the default sync interval too; B3-B8 (README, docs/performance.md);
+// W1 (durable writes per tool call, by stream, counted on the server).
 package main
 
 import (
@@ -57,6 +58,8 @@ type config struct {
 	b8Runs, b8Events int
 	// b7Runs: the runs whose log B7's run index is rebuilt from.
 	b7Runs int
+	// smoke: a run that only checks the harness (W1 makes few runs).
+	smoke bool
 	// heapProfile: where B5 writes a heap profile of its parked runs.
 	heapProfile string
 	// chain: B5's parked runs per blocked leaf.
@@ -76,7 +79,7 @@ func main() {
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
 	runD := flag.Duration("run-d", 16*time.Second, "duration of each measurement of B3 and B3gc (whole runs; slices of a quarter)")
-	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8", "scenarios to run")
+	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8,W1", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
@@ -144,7 +147,7 @@ func ints(flagName, list string) ([]int, error) {
 // smokeConfig is a run small enough for CI that still drives every
 // scenario's whole path.
 func smokeConfig(scenarios map[string]bool) config {
-	return config{duration: 200 * time.Millisecond, runDuration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, chain: 10, b8Runs: 10, b8Events: 10, b7Runs: 10}
+	return config{smoke: true, duration: 200 * time.Millisecond, runDuration: 200 * time.Millisecond, reps: 1, writers: []int{1, 4}, scenarios: scenarios, parked: []int{20}, chain: 10, b8Runs: 10, b8Events: 10, b7Runs: 10}
 }
 
 func run(ctx context.Context, cfg config) ([]row, error) {
@@ -229,6 +232,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 			return nil, err
 		}
 		rows = append(rows, r)
+	}
+	if cfg.scenarios["W1"] {
+		r, err := w1(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
 	}
 	return rows, nil
 }

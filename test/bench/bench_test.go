@@ -25,17 +25,18 @@ func TestMain(m *testing.M) {
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
 	all := map[string]bool{}
-	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1"} {
 		all[s] = true
 	}
 	rows, err := run(context.Background(), smokeConfig(all))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// B1, B1gc, B1s, B2, B3, B3gc and B6 have two rows each (writers 1
-	// and 4; sync modes; two scripts), B4, B5, B7 and B8 one.
-	if len(rows) != 18 {
-		t.Fatalf("%d rows, want 18", len(rows))
+	// B1, B1gc, B1s, B2, B3, B3gc, B6 and W1 have two rows each (writers
+	// 1 and 4; sync modes; two scripts; 1 and 64 runs), B4, B5, B7 and
+	// B8 one.
+	if len(rows) != 20 {
+		t.Fatalf("%d rows, want 20", len(rows))
 	}
 	var b strings.Builder
 	print(&b, rows)
