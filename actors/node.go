@@ -246,7 +246,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cfg.MaxRetries = 5
 	}
 	if cfg.DrainTimeout == 0 {
-		cfg.DrainTimeout = 10 * time.Second
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -457,6 +457,9 @@ func (n *Node) WasHolder(holder string) bool {
 	_, ok := n.memberIDs.Load(holder)
 	return ok
 }
+
+// DefaultDrainTimeout is Config.DrainTimeout's default.
+const DefaultDrainTimeout = 10 * time.Second
 
 // Close drains the node: running attempts stop at their next commit
 // boundary (until ctx is done or DrainTimeout has passed, whichever is

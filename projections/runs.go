@@ -47,8 +47,9 @@ type Runs struct {
 // OnEnd has f told of each run that ends (completed, needs_input, failed,
 // cancelled) from now on, once per run, with its entry as it ended: from
 // its Created to its Updated is its duration by the log's own times. f
-// runs after the index is updated, outside its lock; it must not block.
-// Set it before the index is fed.
+// runs after the index is updated, outside the index's lock but within
+// Apply (under a Runner, within its delivery): it must not block. Set it
+// before the index is fed.
 func (ix *Runs) OnEnd(f func(RunEntry)) { ix.onEnd = f }
 
 // waitTool is the wait tool's name as a commit's JSON spells it.

@@ -117,3 +117,29 @@ func TestModelStepThatFailsNamesEveryRequest(t *testing.T) {
 		t.Fatalf("err = %v, want it to say %q", err, want)
 	}
 }
+
+// The error of a step that failed is what the run's end records: the
+// provider's text in it is redacted (it may quote the request), and it
+// still matches what it wraps.
+func TestModelStepErrorIsRedacted(t *testing.T) {
+	e := newEnv(t, calls(completeOutput("c1", "x")))
+	in := e.Input(e.Store())
+	in.Model = &flaky{m: e.Model, final: []error{model.Permanent(errors.New("openai: HTTP 400: bad request near s3cr3t"))}}
+	_, err := runtime.Run(context.Background(), in)
+	if !errors.Is(err, model.ErrPermanent) || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "near [REDACTED]") {
+		t.Fatalf("err = %v: want it permanent, redacted", err)
+	}
+}
+
+// A step abandoned while it backed off (its run stopped) names every
+// failed request: none of them is its error.
+func TestModelStepAbandonedNamesEveryFailure(t *testing.T) {
+	e := newEnv(t, calls(completeOutput("c1", "x")))
+	in := e.Input(e.Store())
+	in.Model = &flaky{m: e.Model, fails: [][]model.Failure{{failure(1, 503, true, "a"), failure(2, 429, true, "b")}},
+		final: []error{context.Canceled}}
+	_, err := runtime.Run(context.Background(), in)
+	if want := "(2 failed requests: HTTP 503, HTTP 429)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to say %q", err, want)
+	}
+}

@@ -40,7 +40,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 	failures := &modelFailures{}
 	resp, err := r.in.Model.Generate(r.traced(ctx, failures), req)
 	if err != nil {
-		return fmt.Errorf("runtime: model%s: %w", failures.summary(), err)
+		return r.redacted(fmt.Errorf("runtime: model%s: %w", failures.summary(), err))
 	}
 	r.notice = ""
 	if resp == nil {
@@ -101,6 +101,21 @@ func (r *runner) traced(ctx context.Context, into *modelFailures) context.Contex
 	}})
 }
 
+// redacted is err with the secrets removed from its text, its chain kept
+// (errors.Is and As see through it): a provider's error may quote the
+// request, and the text of a step's error becomes the run's recorded end.
+func (r *runner) redacted(err error) error {
+	return &redactedError{msg: r.in.Redactor.Redact(err.Error()), err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
 // modelFailures are one model request's failed attempts. A model wrapper
 // may call the trace from a goroutine of its own: they are locked.
 type modelFailures struct {
@@ -126,12 +141,25 @@ func (m *modelFailures) all() []model.Failure {
 // itself).
 func (m *modelFailures) summary() string {
 	all := m.all()
-	if len(all) < 2 {
+	if len(all) == 0 {
 		return ""
 	}
-	parts := make([]string, 0, len(all)-1)
-	for _, f := range all[:len(all)-1] {
+	// A step given up on fails with its last failure's error: the others
+	// are listed. One abandoned while it backed off (the run stopped)
+	// fails with the context's error: all are.
+	before := all
+	if !all[len(all)-1].Retry {
+		before = all[:len(all)-1]
+	}
+	if len(before) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(before))
+	for _, f := range before {
 		parts = append(parts, failureCause(f))
+	}
+	if len(before) == len(all) {
+		return fmt.Sprintf(" (%d failed requests: %s)", len(all), strings.Join(parts, ", "))
 	}
 	return fmt.Sprintf(" (%d requests; before the last: %s)", len(all), strings.Join(parts, ", "))
 }
@@ -220,7 +248,7 @@ func (r *runner) compact(ctx context.Context, window []model.Message) ([]model.M
 	failures := &modelFailures{}
 	resp, err := r.in.Model.Generate(r.traced(ctx, failures), sreq)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: model (compaction)%s: %w", failures.summary(), err)
+		return nil, r.redacted(fmt.Errorf("runtime: model (compaction)%s: %w", failures.summary(), err))
 	}
 	summary := ""
 	if resp != nil {

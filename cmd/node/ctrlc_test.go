@@ -19,16 +19,19 @@ import (
 )
 
 // slowScriptProvider speaks OpenAI's Chat Completions: its first answer
-// calls run_js with a script that runs for seconds, every later one
-// completes the run.
-type slowScriptProvider struct{ hits atomic.Int32 }
+// calls run_js with a script that runs for ms milliseconds, every later
+// one completes the run.
+type slowScriptProvider struct {
+	ms   int
+	hits atomic.Int32
+}
 
 func (p *slowScriptProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	w.Header().Set("Content-Type", "application/json")
 	name, args := "complete", `{"type":"output","output":{"answer":"done"}}`
 	if p.hits.Add(1) == 1 {
-		name, args = "run_js", `{"code":"const t = Date.now(); while (Date.now() - t < 8000) {} return 1"}`
+		name, args = "run_js", fmt.Sprintf(`{"code":"const t = Date.now(); while (Date.now() - t < %d) {} return 1"}`, p.ms)
 	}
 	a, _ := json.Marshal(args)
 	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
@@ -42,9 +45,10 @@ func (p *slowScriptProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // exceeding a resource limit", a false diagnosis kept in the log and shown
 // to the model. Here the node runs in a group of its own and the group is
 // sent SIGINT while run_js runs, as a terminal does. Once: the node drains,
-// the script ends and its result is committed. Twice: the node stops the
-// script (before, it waited for the script however long it ran) and the
-// resumed run is told the call's effect is unknown. Either way the node
+// the script (3 s) ends and its result is committed. Twice: the node stops
+// the script (a minute long: before, it waited for the drain's 10 s
+// whatever the operator did) and the resumed run is told the call's effect
+// is unknown. Either way the node
 // exits 130 with the resume hint naming the binary actually run, nothing
 // in the log or its output blames a limit or a dying worker, and the
 // resumed run completes.
@@ -55,7 +59,11 @@ func TestCtrlCDuringRunJSIsNoResourceLimit(t *testing.T) {
 }
 
 func ctrlC(t *testing.T, twice bool) {
-	provider := httptest.NewServer(&slowScriptProvider{})
+	ms := 3000
+	if twice {
+		ms = 60000
+	}
+	provider := httptest.NewServer(&slowScriptProvider{ms: ms})
 	defer provider.Close()
 	agents := t.TempDir()
 	file := filepath.Join(agents, "slow.yaml")
@@ -126,6 +134,9 @@ func ctrlC(t *testing.T, twice bool) {
 	// then; stopped, the resumed run was told its effect is unknown.
 	if committed := strings.Contains(replayed.String(), `result     {"result":1}`); committed == twice {
 		t.Fatalf("the script's result committed: %v, want %v:\n%s", committed, !twice, replayed.String())
+	}
+	if twice && !strings.Contains(printed.String(), "stopping now") {
+		t.Fatalf("the second Ctrl-C was not heard:\n%s", all)
 	}
 	if twice && !strings.Contains(replayed.String(), "Unknown effect: this run_js call was interrupted") {
 		t.Fatalf("the stopped call is not unknown after the resume:\n%s", replayed.String())

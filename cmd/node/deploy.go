@@ -57,6 +57,12 @@ type retryPolicy struct {
 // maxAttempts bounds retry.attempts: past it a policy is a mistake.
 const maxAttempts = 20
 
+// The adapters' defaults a policy that leaves them out gets.
+const (
+	defaultMaxBackoff = 30 * time.Second
+	defaultMaxWait    = 2 * time.Minute
+)
+
 func (r retryFile) policy() (retryPolicy, *fileError) {
 	bad := func(field, format string, args ...any) (retryPolicy, *fileError) {
 		return retryPolicy{}, &fileError{Field: "retry." + field, Reason: fmt.Sprintf(format, args...)}
@@ -83,6 +89,16 @@ func (r retryFile) policy() (retryPolicy, *fileError) {
 	}
 	if p.backoff > 0 && p.maxBackoff > 0 && p.backoff > p.maxBackoff {
 		return bad("backoff", "%s is more than max_backoff %s", p.backoff, p.maxBackoff)
+	}
+	if p.backoff > defaultMaxBackoff && p.maxBackoff == 0 {
+		p.maxBackoff = p.backoff // not capped below itself by the default
+	}
+	wait := p.maxWait
+	if wait == 0 {
+		wait = defaultMaxWait
+	}
+	if p.backoff > wait {
+		return bad("backoff", "%s is more than max_wait %s: no retry would ever be made", p.backoff, wait)
 	}
 	return p, nil
 }

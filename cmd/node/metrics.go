@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -228,8 +229,18 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = m.index.CatchUp(ctx)
 		cancel()
 	}
+	// Rendered under the lock, written after it: a slow scraper holds
+	// neither the counters nor the index's consumer (whose OnEnd takes
+	// the lock).
+	var buf bytes.Buffer
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.render(&buf)
+	m.mu.Unlock()
+	_, _ = w.Write(buf.Bytes())
+}
+
+// render writes the metrics; m.mu is held.
+func (m *metrics) render(w io.Writer) {
 	if m.index != nil {
 		fmt.Fprintln(w, "# HELP cairn_runs Runs by status, from the run index.\n# TYPE cairn_runs gauge")
 		counts := m.index.Counts()

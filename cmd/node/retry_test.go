@@ -109,6 +109,9 @@ func TestBadRetryPolicyNamesTheField(t *testing.T) {
 		"retry: {backoff: 10s, max_backoff: 1s}\n":         "retry.backoff: 10s is more than max_backoff 1s",
 		"retry: {attempts: 2, backof: 1s}\n":               `unknown field "backof"`,
 		"retry: {attempts: 5, max_wait: 30s, backoff: 1s}": "",
+		"retry: {backoff: 5m}\n":                           "retry.backoff: 5m0s is more than max_wait 2m0s",
+		"retry: {backoff: 40s, max_wait: 30s}\n":           "retry.backoff: 40s is more than max_wait 30s",
+		"retry: {backoff: 45s, max_wait: 10m}\n":           "",
 	} {
 		dir := t.TempDir()
 		file := filepath.Join(dir, "flaky.yaml")

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -106,6 +107,32 @@ func (e *interruptedError) Error() string { return "interrupted" }
 
 func run(ctx context.Context, o runOptions, out io.Writer) error {
 	p := &progress{out: out, quiet: o.json}
+	// The first interrupt stops waiting for the result and drains the
+	// node; a second one stops the drain. Signals are counted from here
+	// on, so a second one that comes fast is never lost.
+	ctx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	drain, stopNow := context.WithCancel(context.Background())
+	defer stopNow()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-sigs:
+			case <-drain.Done():
+				return
+			}
+			if n == 1 {
+				interrupt()
+				continue
+			}
+			p.say("stopping now")
+			stopNow()
+			return
+		}
+	}()
 	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit, keys: o.keys,
 		sink: p.emit, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -139,8 +166,8 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	}
 	st, reply, err := node.Result(ctx, sessionID, runID)
 	if ctx.Err() != nil {
-		p.say("\ninterrupted: the run stops at its next commit; Ctrl-C again stops it now")
-		drainThenStop(a)
+		p.say("\ninterrupted: the run stops at its next commit (in %s at most); Ctrl-C again stops it now", actors.DefaultDrainTimeout)
+		a.close(drain)
 		return &interruptedError{run: runID}
 	}
 	steps, in, outTok, uerr := node.Usage(context.Background(), rootRunID)
@@ -172,29 +199,6 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 		}
 		return nil
 	})
-}
-
-// drainThenStop closes the node after an interrupt: its attempts stop at
-// their next commit boundary, unless another interrupt comes first, which
-// cancels them (a run_js script is stopped; the run resumes with the
-// call's effect unknown, C5). A script of minutes is not waited for
-// against the operator's will.
-func drainThenStop(a *app) {
-	again := make(chan os.Signal, 1)
-	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(again)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	closed := make(chan struct{})
-	go func() {
-		select {
-		case <-again:
-			cancel()
-		case <-closed:
-		}
-	}()
-	a.close(ctx)
-	close(closed)
 }
 
 func same(a, b string) bool {

@@ -142,12 +142,13 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	}
 	m := newMetrics()
 	o.metrics = m
+	started := time.Now() // cairn_run_seconds counts the ends from here on
 	a, err := startMember(ctx, o.nodeOptions) // startApp, retried in a cluster (cluster.go)
 	if err != nil {
 		return err
 	}
 	defer a.close(context.Background())
-	ix, err := runindex.Start(ctx, a.source(), runindex.Hooks{OnEnd: m.runEnded(a.node.WasHolder, time.Now())})
+	ix, err := runindex.Start(ctx, a.source(), runindex.Hooks{OnEnd: m.runEnded(a.node.WasHolder, started)})
 	if err != nil {
 		return err
 	}

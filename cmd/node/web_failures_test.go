@@ -118,9 +118,6 @@ func TestRunPageShowsFailuresTimesAndQuestions(t *testing.T) {
 	if !regexp.MustCompile(`<div id="error">failed: [^<]*HTTP 401[^<]*</div>`).MatchString(refused) {
 		t.Errorf("the failed run's page does not say why it failed:\n%.4000s", refused)
 	}
-	if !strings.Contains(refused, "request 1 failed (HTTP 401)") && !strings.Contains(refused, "HTTP 401") {
-		t.Errorf("the failed run's page does not name the 401:\n%.4000s", refused)
-	}
 
 	asked := page(start("ask me"))
 	if !strings.Contains(asked, `<div id="answer">`) || !strings.Contains(asked, `<b id="question">Which year do you mean?</b>`) || !strings.Contains(asked, `id="reply"`) {

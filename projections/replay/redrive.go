@@ -449,6 +449,11 @@ func (m *recordedModel) Generate(ctx context.Context, req model.Request) (*model
 	for _, c := range m.h.Commits {
 		cp := c.Checkpoint
 		if cp.Step == step && len(cp.Append) > 0 && cp.Append[0].ID == cp.ResponseID && cp.Append[0].Role == model.RoleAssistant {
+			// The failed requests the response cost, as the provider's
+			// retry loop reported them: the commit holds them.
+			for _, f := range cp.ModelFailures {
+				model.ReportFailure(ctx, f)
+			}
 			msg := cp.Append[0]
 			msg.ID = ""
 			resp := &model.Response{Message: msg}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
 
@@ -211,6 +212,55 @@ func TestRedriveServesUsageAndBudgetCountsIt(t *testing.T) {
 	}
 	if !rep.Exact() {
 		t.Fatalf("re-drive of a log with usage differs: %+v", rep.Divergence)
+	}
+}
+
+// failingFirst reports failed requests to the trace before each of its
+// first answers, as a provider's retry loop does.
+type failingFirst struct {
+	m model.Model
+	n int
+}
+
+func (f *failingFirst) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	f.n++
+	if f.n <= 2 {
+		model.ReportFailure(ctx, model.Failure{Provider: "openai", Model: "m", Attempt: 1, Status: 503, Class: model.FailureStatus,
+			Error: "overloaded near s3cr3t", Retry: true, RetryIn: time.Second, At: time.Unix(int64(100*f.n), 0).UTC()})
+	}
+	return f.m.Generate(ctx, req)
+}
+
+// A log whose response commits hold failed provider requests re-drives
+// exactly: the recorded model reports them again. Before, every such run
+// diverged at its first retried step ("the commit differs":
+// model_failures).
+func TestRedriveReproducesModelFailures(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	sc := runtimetest.Scenarios()[0]
+	h, session := env.host(t, sc)
+	h.WrapModel = func(m model.Model) model.Model { return &failingFirst{m: m} }
+	if _, err := h.Drive(10, nil); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := replay.LoadIn(ctx, replay.Source{JS: env.js}, session, h.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := 0
+	for _, c := range hist.Commits {
+		failures += len(c.Checkpoint.ModelFailures)
+	}
+	if failures == 0 {
+		t.Fatal("the log holds no model failure: the test tests nothing")
+	}
+	rep, err := replay.Redrive(ctx, hist, 0, setup(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Exact() {
+		t.Fatalf("re-drive of a log with model failures differs: %+v", rep.Divergence)
 	}
 }
 

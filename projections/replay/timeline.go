@@ -31,8 +31,8 @@ type Entry struct {
 	// log holds after it (an attempt writes no end of its own): completed,
 	// needs_input, failed or cancelled with the run; parked (its last
 	// commit waits for children); running (the run's latest attempt, not
-	// ended); or stopped (crashed, drained or fenced out: the next attempt
-	// resumed its run).
+	// ended); or stopped (crashed, drained, fenced out or failed with an
+	// error that was retried: the next attempt resumed its run).
 	Ended string `json:"ended,omitempty"`
 	// Call fields, for call and result entries.
 	CallID string            `json:"call_id,omitempty"`
@@ -168,7 +168,9 @@ func commitEntries(base Entry, cp *runtime.Checkpoint) []Entry {
 	base.Step = cp.Step
 	for _, f := range cp.ModelFailures {
 		e := base
-		e.Kind, e.Time, e.Text, e.Failure = "model_failure", f.At, runtime.FailureLine(f), &f
+		// Failed while the run was at the revision before this commit, as
+		// the sink said (runtime.SinkEventsOf).
+		e.Kind, e.Revision, e.Time, e.Text, e.Failure = "model_failure", cp.Revision-1, f.At, runtime.FailureLine(f), &f
 		out = append(out, e)
 	}
 	calls := map[string]runtime.CallRecord{}

@@ -30,7 +30,7 @@ func TestTimelineShowsModelFailures(t *testing.T) {
 	if len(got) != 3 || got[0].Kind != "model_failure" || got[1].Kind != "model_failure" || got[2].Kind != "model" {
 		t.Fatalf("entries %v, want two model failures then the model step", kinds)
 	}
-	if !got[0].Time.Equal(failedAt) || got[0].Failure.Status != 503 || got[0].Text != "openai m request 1 failed (HTTP 503): overloaded; retrying in 1s" {
+	if !got[0].Time.Equal(failedAt) || got[0].Revision != 3 || got[0].Failure.Status != 503 || got[0].Text != "openai m request 1 failed (HTTP 503): overloaded; retrying in 1s" {
 		t.Fatalf("first failure entry %+v", got[0])
 	}
 	if got[1].Text != "openai m request 2 failed (timeout): timed out; retrying in 2s" || got[1].Failure.Attempt != 2 {

@@ -54,8 +54,11 @@ type traceKey struct{}
 
 // WithTrace returns a context whose requests report to t, and then to
 // the trace ctx already had: a wrapper (the node's metrics) and the loop
-// can both listen.
+// can both listen. A nil t is ctx.
 func WithTrace(ctx context.Context, t *Trace) context.Context {
+	if t == nil {
+		return ctx
+	}
 	if outer := ContextTrace(ctx); outer != nil {
 		inner := t
 		t = &Trace{AttemptFailed: func(f Failure) {

@@ -15,6 +15,7 @@ func TestTracesCompose(t *testing.T) {
 	var got []string
 	ctx := model.WithTrace(context.Background(), &model.Trace{AttemptFailed: func(model.Failure) { got = append(got, "outer") }})
 	ctx = model.WithTrace(ctx, &model.Trace{})
+	ctx = model.WithTrace(ctx, nil)
 	ctx = model.WithTrace(ctx, &model.Trace{AttemptFailed: func(model.Failure) { got = append(got, "inner") }})
 	model.ReportFailure(ctx, model.Failure{Attempt: 1})
 	if want := []string{"inner", "outer"}; !slices.Equal(got, want) {

@@ -57,8 +57,11 @@ type Host struct {
 	Backend *Backend
 	Sink    *Sink
 	Model   *model.Scripted
-	Clock   *Clock
-	IDs     runtime.IDSource
+	// WrapModel, when set, wraps Model in each attempt's input (a model
+	// that reports failed requests to the trace, say).
+	WrapModel func(model.Model) model.Model
+	Clock     *Clock
+	IDs       runtime.IDSource
 
 	Def     runtime.AgentDefinition
 	Subs    []runtime.AgentDefinition
@@ -95,8 +98,12 @@ func (h *Host) Store() runtime.Store {
 
 // Input is the run's input on s.
 func (h *Host) Input(s runtime.Store) runtime.Input {
+	var m model.Model = h.Model
+	if h.WrapModel != nil {
+		m = h.WrapModel(m)
+	}
 	return runtime.Input{
-		Definition: h.Def, Subagents: h.Subs, Model: h.Model, ModelLimits: h.Limits,
+		Definition: h.Def, Subagents: h.Subs, Model: m, ModelLimits: h.Limits,
 		Store: s, Backend: h.Backend, ExecutorFactory: h.Execs, Controller: h.Ctrl,
 		Sink: h.Sink, Redactor: h.Redact, Message: h.Message, Capabilities: h.Caps,
 		RecoveryNotice: h.Notice, Clock: h.Clock, IDs: h.IDs,

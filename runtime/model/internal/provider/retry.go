@@ -174,8 +174,8 @@ func Backoff(attempt int, retryAfter time.Duration, asked bool) time.Duration {
 // jittered is base doubled per retry up to most, its upper half jittered.
 func jittered(attempt int, base, most time.Duration) time.Duration {
 	d := most
-	if attempt < 32 && base<<(attempt-1) > 0 {
-		d = min(base<<(attempt-1), most)
+	if shift := attempt - 1; shift < 63 && base <= most>>shift {
+		d = base << shift
 	}
 	return d/2 + rand.N(d/2+1)
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -103,6 +104,17 @@ func TestRetrierBackoffPolicy(t *testing.T) {
 			if d := r.backoff(attempt, 0, false); d < want/2 || d > want {
 				t.Fatalf("backoff(%d) = %s, want in [%s, %s]", attempt, d, want/2, want)
 			}
+		}
+	}
+	// A base so large that doubling it would wrap stays at the cap.
+	huge := &Retrier{BackoffBase: 1<<34 + 1, BackoffMax: time.Hour}
+	for attempt := 1; attempt < 70; attempt++ {
+		want := time.Hour
+		if f := float64(1<<34+1) * math.Pow(2, float64(attempt-1)); f < float64(time.Hour) {
+			want = time.Duration(f)
+		}
+		if d := huge.backoff(attempt, 0, false); d < want/2 || d > want {
+			t.Fatalf("backoff(%d) of a huge base = %s, want in [%s, %s]", attempt, d, want/2, want)
 		}
 	}
 	if d := r.backoff(1, 7*time.Second, true); d != 7*time.Second {
