@@ -162,15 +162,15 @@ type Hooks struct {
 
 // Node runs agent tasks on one member of a protoactor-go cluster.
 type Node struct {
-	cfg    Config
+	cfg Config
 	// memberIDs are every member ID this node has had, each the holder of
 	// the leases its runs took while it was current.
 	memberIDs sync.Map
-	agents map[string]*Agent
-	store  *cjs.Store
-	runlog *runLog
-	ledger *ledger
-	waits  *waits
+	agents    map[string]*Agent
+	store     *cjs.Store
+	runlog    *runLog
+	ledger    *ledger
+	waits     *waits
 	// activeW writes and lists the active set (bucket cairn_active),
 	// childrenW the children's bucket.
 	activeW   *kvBucket
