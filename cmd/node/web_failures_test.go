@@ -19,10 +19,12 @@ import (
 // pageProvider speaks OpenAI's Chat Completions and answers by the task in
 // the user's message: "flaky" fails its first request with a 503 and then
 // completes; "refused" is a 401 (the run fails); "ask" completes with a
-// needs_input question.
+// needs_input question; "hang" never answers; any other completes.
 type pageProvider struct {
 	mu   sync.Mutex
 	seen map[string]int
+	// hung, when set, is told of each request held by a "hang" task.
+	hung chan struct{}
 }
 
 func (p *pageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,11 +36,11 @@ func (p *pageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} `json:"messages"`
 	}
 	_ = json.Unmarshal(body, &req)
+	// The task is the latest user message: a continuation's is its answer.
 	task := ""
 	for _, m := range req.Messages {
 		if m.Role == "user" {
 			task = fmt.Sprint(m.Content)
-			break
 		}
 	}
 	p.mu.Lock()
@@ -47,6 +49,13 @@ func (p *pageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch {
+	case strings.Contains(task, "hang"):
+		// Until the run's attempt gives up on it (the run was cancelled).
+		if p.hung != nil {
+			p.hung <- struct{}{}
+		}
+		<-r.Context().Done()
+		return
 	case strings.Contains(task, "refused"):
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`)
@@ -117,6 +126,12 @@ func TestRunPageShowsFailuresTimesAndQuestions(t *testing.T) {
 	refused := page(start("a refused task"))
 	if !regexp.MustCompile(`<div id="error">failed: [^<]*HTTP 401[^<]*</div>`).MatchString(refused) {
 		t.Errorf("the failed run's page does not say why it failed:\n%.4000s", refused)
+	}
+	if !strings.Contains(refused, `class="entry kind-ended"`) {
+		t.Errorf("the failed run's page does not show its end (the timeline stopped at its last commit):\n%.4000s", refused)
+	}
+	if !regexp.MustCompile(`kind-attempt[^>]*>(<span[^>]*>[^<]*</span>)*attempt 1: node-[^<]* holds the lease \(epoch 1\): failed`).MatchString(refused) {
+		t.Errorf("the failed run's page does not show its attempt, its node and how it ended:\n%.4000s", refused)
 	}
 
 	asked := page(start("ask me"))

@@ -56,13 +56,17 @@ func short(s string) string {
 	return s[:n] + "…"
 }
 
-// Timeline lists what the run did up to revision upTo (0: everything):
+// Timeline lists what the run did up to revision upTo (0 or the last:
+// everything):
 // attempts (leases), the task, each model step with its text and calls,
 // each call's outcome, children, compactions and the end.
 func (h *History) Timeline(upTo int64) []Entry {
 	var out []Entry
 	var lastSeq uint64 = ^uint64(0)
-	if upTo > 0 {
+	// At the latest revision the timeline is the whole log: what came
+	// after the last commit (the run's end, a later attempt) is part of
+	// it. Cut there, a failed or cancelled run's end was never shown.
+	if upTo > 0 && upTo < h.Last() {
 		if c, err := h.Revision(upTo); err == nil {
 			lastSeq = c.Seq
 		}
