@@ -136,6 +136,14 @@ func startServer(cfg ServerConfig) (*Server, error) {
 		NoLog:      true,
 		NoSigs:     true,
 		Users:      users(creds),
+		// Without a limit of its own the server takes 75% of the disk's
+		// free space at its start as its storage limit, for its whole
+		// life: a node restarted while its disk was full refused every
+		// write as "insufficient resources" after the space came back, and
+		// was never ready again. The file system's size is the limit
+		// instead: a full disk is a write error (the node exits and is
+		// restarted), and the space that returns is used.
+		JetStreamMaxStore: fileSystemSize(cfg.StoreDir),
 	}
 	if t := cfg.TLS; t != nil {
 		if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" {
