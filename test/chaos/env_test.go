@@ -188,7 +188,11 @@ func newEnv(t *testing.T, topo chaos.Topology, seed int64, diskMB int) *env {
 		conf := filepath.Join(filepath.Dir(p.logPath), "nats.conf")
 		// SyncAlways, as Cairn's embedded server: an acknowledged write is on
 		// disk.
-		body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n", p.client, p.monitor, p.data)
+		// Its storage limit is its disk's size, as docs/operations.md asks
+		// of an operator: without one, a server restarted on a full disk
+		// refuses every write after the space returns.
+		body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n  max_file_store: %dMB\n}\n",
+			p.client, p.monitor, p.data, diskMB)
 		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
