@@ -151,21 +151,24 @@ func startCalcNode(ctx context.Context, gc jetstream.GroupCommit) (*calcNode, er
 // with 512 at once: its counter is the node's checkpoint commits, so the
 // throughput is taken over the slices without the drain after each
 // (when no run starts).
+// oneRun runs one calc run to its end.
+func (c *calcNode) oneRun(ctx context.Context) error {
+	sess, run, err := c.node.Run(ctx, "calc", "Compute.")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	st, _, err := c.node.Result(ctx, sess, run)
+	if err == nil && st != runtime.StatusCompleted {
+		err = fmt.Errorf("run %s ended %s", run, st)
+	}
+	return err
+}
+
 func (c *calcNode) loader(runs int) (*loader, error) {
 	l, err := newLoader(runs, func(w int) (func(context.Context) error, error) {
-		return func(ctx context.Context) error {
-			sess, run, err := c.node.Run(ctx, "calc", "Compute.")
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			defer cancel()
-			st, _, err := c.node.Result(ctx, sess, run)
-			if err == nil && st != runtime.StatusCompleted {
-				err = fmt.Errorf("run %s ended %s", run, st)
-			}
-			return err
-		}, nil
+		return c.oneRun, nil
 	})
 	if err != nil {
 		return nil, err

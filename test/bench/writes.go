@@ -9,8 +9,6 @@ import (
 	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cairn-agents/cairn/runtime"
 )
 
 // w1: durable writes per tool call, counted on the server: every stream's
@@ -78,20 +76,7 @@ func calcRuns(ctx context.Context, c *calcNode, n, conc int) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := func() error {
-				sess, run, err := c.node.Run(ctx, "calc", "Compute.")
-				if err != nil {
-					return err
-				}
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-				defer cancel()
-				st, _, err := c.node.Result(rctx, sess, run)
-				if err == nil && st != runtime.StatusCompleted {
-					err = fmt.Errorf("run %s ended %s", run, st)
-				}
-				return err
-			}()
-			if err != nil {
+			if err := c.oneRun(ctx); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
