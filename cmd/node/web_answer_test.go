@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,26 +84,7 @@ func shot(t *testing.T, ctx context.Context, name string) {
 func TestRunPageAnswersAndShowsCancellation(t *testing.T) {
 	ctx := browser(t)
 	p := &pageProvider{seen: map[string]int{}, hung: make(chan struct{}, 1)}
-	provider := httptest.NewServer(p)
-	defer provider.Close()
-	t.Setenv("OPENAI_API_KEY", "sk-test-page")
-	t.Setenv("ANTHROPIC_API_KEY", "")
-	t.Setenv("OPENAI_BASE_URL", provider.URL)
-	agents := t.TempDir()
-	if err := os.WriteFile(filepath.Join(agents, "flaky.yaml"), []byte(retryAgent("")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	o := serveOptions{nodeOptions: nodeOptions{agentsDir: agents, data: t.TempDir(), logger: slog.New(slog.DiscardHandler)},
-		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}}
-	base, _ := startServe(t, o)
-	start := func(task string) string {
-		t.Helper()
-		code, out := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"flaky","message":"`+task+`"}`)
-		if code != 201 {
-			t.Fatalf("start %q: %d %v", task, code, out)
-		}
-		return out["run_id"].(string)
-	}
+	base, start := pageNode(t, p, "")
 
 	t.Run("answer a question", func(t *testing.T) {
 		asked := start("ask me")

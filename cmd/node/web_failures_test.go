@@ -75,31 +75,43 @@ func (p *pageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"usage":{"prompt_tokens":12,"completion_tokens":4,"total_tokens":16}}`, n, args)
 }
 
+// pageNode serves a node whose one agent, flaky (with the retry policy
+// given), asks provider, and returns its address and what starts a run of
+// it on a task (its ID).
+func pageNode(t *testing.T, provider http.Handler, retry string) (base string, start func(task string) string) {
+	t.Helper()
+	srv := httptest.NewServer(provider)
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_API_KEY", "sk-test-page")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	agents := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agents, "flaky.yaml"), []byte(retryAgent(retry)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := serveOptions{nodeOptions: nodeOptions{agentsDir: agents, data: t.TempDir(), logger: slog.New(slog.DiscardHandler)},
+		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}}
+	base, _ = startServe(t, o)
+	return base, func(task string) string {
+		t.Helper()
+		code, out := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"flaky","message":"`+task+`"}`)
+		if code != 201 {
+			t.Fatalf("start %q: %d %v", task, code, out)
+		}
+		return out["run_id"].(string)
+	}
+}
+
 // The run page in headless Chromium says what an operator looks for: a
 // failed run's error above everything; each failed provider request in the
 // timeline with its status and retry; a time on every event; the tokens of
 // each step; a needs_input question with a box to answer it.
 func TestRunPageShowsFailuresTimesAndQuestions(t *testing.T) {
 	load := headlessChromium(t, 8*time.Second)
-	provider := httptest.NewServer(&pageProvider{seen: map[string]int{}})
-	defer provider.Close()
-	t.Setenv("OPENAI_API_KEY", "sk-test-page")
-	t.Setenv("ANTHROPIC_API_KEY", "")
-	t.Setenv("OPENAI_BASE_URL", provider.URL)
-	agents := t.TempDir()
-	if err := os.WriteFile(filepath.Join(agents, "flaky.yaml"), []byte(retryAgent("retry: {attempts: 3, backoff: 1ms, max_backoff: 2ms}\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	o := serveOptions{nodeOptions: nodeOptions{agentsDir: agents, data: t.TempDir(), logger: slog.New(slog.DiscardHandler)},
-		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}}
-	base, _ := startServe(t, o)
-	start := func(task string) string {
-		t.Helper()
-		code, out := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"flaky","message":"`+task+`"}`)
-		if code != 201 {
-			t.Fatalf("start %q: %d %v", task, code, out)
-		}
-		run := out["run_id"].(string)
+	base, start := pageNode(t, &pageProvider{seen: map[string]int{}}, "retry: {attempts: 3, backoff: 1ms, max_backoff: 2ms}\n")
+	started := start
+	start = func(task string) string {
+		run := started(task)
 		sse(t, base, "alice-token", run) // to its end
 		return run
 	}
