@@ -96,19 +96,27 @@ func TestWebViewInChromium(t *testing.T) {
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
 }
 
-// headlessChromium returns what loads a URL in headless Chromium with
-// extra arguments (--dump-dom, --screenshot=...) and returns its output,
-// letting the page run for budget of virtual time. Without chromium the
-// test is skipped, and fails under CI (which installs it).
-func headlessChromium(t *testing.T, budget time.Duration) func(url string, args ...string) []byte {
+// chromium is the browser's path. Without chromium the test is skipped,
+// and fails under CI (which installs it).
+func chromium(t *testing.T) string {
 	t.Helper()
-	browser, err := exec.LookPath("chromium")
+	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("chromium is not installed (.ci/run installs it with apt-get)")
 		}
 		t.Skip("chromium is not installed; CI installs it")
 	}
+	return path
+}
+
+// headlessChromium returns what loads a URL in headless Chromium with
+// extra arguments (--dump-dom, --screenshot=...) and returns its output,
+// letting the page run for budget of virtual time. Without chromium the
+// test is skipped, and fails under CI (which installs it).
+func headlessChromium(t *testing.T, budget time.Duration) func(url string, args ...string) []byte {
+	t.Helper()
+	browser := chromium(t)
 	return func(url string, args ...string) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
