@@ -516,8 +516,14 @@ func (x *api) show(w http.ResponseWriter, r *http.Request, principal string) {
 	if x.nodeError(w, err) {
 		return
 	}
+	status := runtime.RunStatus(st, reply)
+	if status == runtime.StatusRunning && e.Status == runtime.StatusWaiting {
+		// The log's records say running; the index, which reads the
+		// commits, knows it is parked on its children.
+		status = runtime.StatusWaiting
+	}
 	x.writeView(w, r, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
-		"status": runtime.RunStatus(st, reply), "reply": reply, "error": errText, "children": kids, "usage": usage})
+		"status": status, "reply": reply, "error": errText, "children": kids, "usage": usage})
 }
 
 // runReader is what a run's view reads of the node (an *actors.Node).
