@@ -536,38 +536,6 @@ func waitEvent(t testing.TB, ch <-chan struct{}, what string) {
 	}
 }
 
-// D2: two nodes activate the same runs (a duplicate activation): the
-// lease fencing decides who commits, the loser stops, and every run
-// completes once.
-func TestDuplicateActivation(t *testing.T) {
-	g := &gate{}
-	nc := natstest.Connect(t, natstest.Server(t))
-	p := &parked{}
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, sink: p.sink}
-	n1 := h.start(t)
-	defer closeNode(t, n1)
-	sess, run, err := n1.Run(context.Background(), "planner", "Twice.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitParked(t, p, run)
-	n2 := h.start(t) // its recovery activates the parent and the children again
-	defer closeNode(t, n2)
-	for _, k := range []string{"1", "2", "3"} {
-		g.release(`{"n":` + k + `}`)
-	}
-	result(t, n2, sess, run)
-	msgs := history(t, nc, sess, run)
-	completedAll(t, msgs)
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		if seen[m.ID] {
-			t.Fatalf("message %s twice", m.ID)
-		}
-		seen[m.ID] = true
-	}
-}
-
 // continuer spawns a child, waits for it, continues its session with a
 // follow-up, waits again and completes: the continue needs the child's
 // session ID, which only the spawn result tells.
