@@ -47,4 +47,3 @@ func TestDuplicateActivation(t *testing.T) {
 		seen[m.ID] = true
 	}
 }
-
