@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,15 +27,12 @@ type slowScriptProvider struct {
 
 func (p *slowScriptProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	w.Header().Set("Content-Type", "application/json")
 	name, args := "complete", `{"type":"output","output":{"answer":"done"}}`
-	if p.hits.Add(1) == 1 {
+	n := p.hits.Add(1)
+	if n == 1 {
 		name, args = "run_js", fmt.Sprintf(`{"code":"const t = Date.now(); while (Date.now() - t < %d) {} return 1"}`, p.ms)
 	}
-	a, _ := json.Marshal(args)
-	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
-		"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-%d","type":"function","function":{"name":%q,"arguments":%s}}]}}],
-		"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, p.hits.Load(), name, a)
+	writeChatCall(w, fmt.Sprintf("call-%d", n), "", name, args, 10, 5)
 }
 
 // Ctrl-C in a terminal signals the whole foreground process group: the

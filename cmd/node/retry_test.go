@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,10 +29,40 @@ func (p *flakyProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"error":{"message":"overloaded (request %d)","type":"server_error"}}`, n)
 		return
 	}
-	fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
-		"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-1","type":"function",
-		"function":{"name":"complete","arguments":"{\"type\":\"output\",\"output\":{\"answer\":\"done\"}}"}}]}}],
-		"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
+	writeChatCall(w, "call-1", "", "complete", `{"type":"output","output":{"answer":"done"}}`, 10, 5)
+}
+
+// writeChatCall answers a Chat Completions request with one tool call
+// (args: its arguments' JSON text), text (none when empty) and the usage,
+// as OpenAI does.
+func writeChatCall(w http.ResponseWriter, callID, text, name, args string, in, out int) {
+	content := "null"
+	if text != "" {
+		b, _ := json.Marshal(text)
+		content = string(b)
+	}
+	a, _ := json.Marshal(args)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
+		"message":{"role":"assistant","content":%s,"tool_calls":[{"id":%q,"type":"function","function":{"name":%q,"arguments":%s}}]}}],
+		"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, content, callID, name, a, in, out, in+out)
+}
+
+// chatMessage is a message of a Chat Completions request, as the fake
+// providers read it.
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+}
+
+// chatMessages reads the messages of a Chat Completions request.
+func chatMessages(r *http.Request) []chatMessage {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &req)
+	return req.Messages
 }
 
 func retryAgent(retry string) string {

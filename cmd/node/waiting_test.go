@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,16 +19,8 @@ import (
 type bossProvider struct{ release chan struct{} }
 
 func (p *bossProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(body, &req)
 	boss, results := false, 0
-	for _, m := range req.Messages {
+	for _, m := range chatMessages(r) {
 		switch {
 		case m.Role == "system" && strings.Contains(fmt.Sprint(m.Content), "BOSS"):
 			boss = true
@@ -51,11 +41,7 @@ func (p *bossProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case results == 1:
 		name, args = "wait_calls", `{"ids":["call-0"]}`
 	}
-	a, _ := json.Marshal(args)
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
-		"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call-%d","type":"function","function":{"name":%q,"arguments":%s}}]}}],
-		"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, results, name, a)
+	writeChatCall(w, fmt.Sprintf("call-%d", results), "", name, args, 10, 5)
 }
 
 // A run parked on its child reads waiting (its latest commit dispatches

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,17 +26,9 @@ type pageProvider struct {
 }
 
 func (p *pageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(body, &req)
 	// The task is the latest user message: a continuation's is its answer.
 	task := ""
-	for _, m := range req.Messages {
+	for _, m := range chatMessages(r) {
 		if m.Role == "user" {
 			task = fmt.Sprint(m.Content)
 		}
@@ -65,14 +55,11 @@ func (p *pageProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
 		return
 	}
-	args := `{\"type\":\"output\",\"output\":{\"answer\":\"done\"}}`
+	args := `{"type":"output","output":{"answer":"done"}}`
 	if strings.Contains(task, "ask") {
-		args = `{\"type\":\"needs_input\",\"question\":\"Which year do you mean?\"}`
+		args = `{"type":"needs_input","question":"Which year do you mean?"}`
 	}
-	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
-		"message":{"role":"assistant","content":"Working on it.","tool_calls":[{"id":"call-%d","type":"function",
-		"function":{"name":"complete","arguments":"%s"}}]}}],
-		"usage":{"prompt_tokens":12,"completion_tokens":4,"total_tokens":16}}`, n, args)
+	writeChatCall(w, fmt.Sprintf("call-%d", n), "Working on it.", "complete", args, 12, 4)
 }
 
 // pageNode serves a node whose one agent, flaky (with the retry policy
