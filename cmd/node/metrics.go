@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,16 @@ func newMetrics() *metrics {
 		attempts: map[[3]string]int64{}, attemptSecs: map[[2]string]*histogram{}, runSecs: map[[2]string]*histogram{}}
 }
 
+// observeIn observes v in hs[k]'s histogram, made on first use.
+func observeIn[K comparable](hs map[K]*histogram, k K, buckets []float64, v float64) {
+	h := hs[k]
+	if h == nil {
+		h = &histogram{counts: make([]int64, len(buckets))}
+		hs[k] = h
+	}
+	h.observe(buckets, v)
+}
+
 func (h *histogram) observe(buckets []float64, v float64) {
 	for i, b := range buckets {
 		if v <= b {
@@ -98,23 +109,13 @@ func (m *metrics) commit(ev cjs.CommitEvent) {
 		m.commitErrors++
 		return
 	}
-	h := m.commits[ev.Mode]
-	if h == nil {
-		h = &histogram{counts: make([]int64, len(commitBuckets))}
-		m.commits[ev.Mode] = h
-	}
-	h.observe(commitBuckets, ev.Duration.Seconds())
+	observeIn(m.commits, ev.Mode, commitBuckets, ev.Duration.Seconds())
 }
 
 func (m *metrics) batch(ev cjs.BatchEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := m.batchSizes[ev.Stream]
-	if h == nil {
-		h = &histogram{counts: make([]int64, len(batchBuckets))}
-		m.batchSizes[ev.Stream] = h
-	}
-	h.observe(batchBuckets, float64(ev.Size))
+	observeIn(m.batchSizes, ev.Stream, batchBuckets, float64(ev.Size))
 	if ev.Err != nil {
 		m.batchFallback++
 	}
@@ -141,12 +142,7 @@ func (m *metrics) attempt(ev actors.AttemptEnded) {
 	defer m.mu.Unlock()
 	m.attempts[[3]string{ev.Run.Agent, ev.Reason, ev.Outcome}]++
 	k := [2]string{ev.Run.Agent, ev.Outcome}
-	h := m.attemptSecs[k]
-	if h == nil {
-		h = &histogram{counts: make([]int64, len(attemptBuckets))}
-		m.attemptSecs[k] = h
-	}
-	h.observe(attemptBuckets, ev.Took.Seconds())
+	observeIn(m.attemptSecs, k, attemptBuckets, ev.Took.Seconds())
 }
 
 // runEnded is the run index's OnEnd for cairn_run_seconds: each run that
@@ -163,12 +159,7 @@ func (m *metrics) runEnded(ranHere func(holder string) bool, since time.Time) fu
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		k := [2]string{e.Agent, string(e.Status)}
-		h := m.runSecs[k]
-		if h == nil {
-			h = &histogram{counts: make([]int64, len(attemptBuckets))}
-			m.runSecs[k] = h
-		}
-		h.observe(attemptBuckets, max(e.Updated.Sub(e.Created), 0).Seconds())
+		observeIn(m.runSecs, k, attemptBuckets, max(e.Updated.Sub(e.Created), 0).Seconds())
 	}
 }
 
@@ -197,12 +188,7 @@ func (c countingModel) Generate(ctx context.Context, req model.Request) (*model.
 	took := time.Since(start).Seconds()
 	c.m.mu.Lock()
 	c.m.modelRequests[c.agent]++
-	h := c.m.modelSeconds[c.agent]
-	if h == nil {
-		h = &histogram{counts: make([]int64, len(modelBuckets))}
-		c.m.modelSeconds[c.agent] = h
-	}
-	h.observe(modelBuckets, took)
+	observeIn(c.m.modelSeconds, c.agent, modelBuckets, took)
 	if err != nil {
 		kind := "transient"
 		if model.IsPermanent(err) {
@@ -292,9 +278,7 @@ func (m *metrics) render(w io.Writer) {
 	for k := range m.modelFailures {
 		failures = append(failures, k)
 	}
-	sort.Slice(failures, func(i, j int) bool {
-		return strings.Join(failures[i][:], "\x00") < strings.Join(failures[j][:], "\x00")
-	})
+	slices.SortFunc(failures, func(a, b [4]string) int { return slices.Compare(a[:], b[:]) })
 	for _, k := range failures {
 		fmt.Fprintf(w, "cairn_model_request_failures_total{agent=%q,provider=%q,model=%q,status=%q} %d\n", k[0], k[1], k[2], k[3], m.modelFailures[k])
 	}

@@ -42,9 +42,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "node run: want AGENT_FILE and TASK (or --resume RUN AGENT_FILE)")
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, runOptions{file: rest[0], task: strings.Join(rest[1:], " "), data: *data, natsURL: *natsURL,
+	// run counts the interrupts itself (the first drains, a second stops).
+	err := run(context.Background(), runOptions{file: rest[0], task: strings.Join(rest[1:], " "), data: *data, natsURL: *natsURL,
 		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers, groupCommit: gc, keys: keys}, stdout)
 	var interrupted *interruptedError
 	switch {
