@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -106,6 +107,9 @@ type entry struct {
 	Host  string   `json:"host"`
 	Port  int      `json:"port"`
 	Kinds []string `json:"kinds"`
+
+	// seen is when the bucket stored the revision this was read from.
+	seen time.Time
 }
 
 func (e entry) member() *pcluster.Member {
@@ -393,16 +397,20 @@ func (p *Provider) watchOnce(ctx context.Context) error {
 		if !ok {
 			return errors.New("cluster: watch ended")
 		}
-		if e == nil { // the initial values are complete
+		if e == nil { // the initial values are complete, or so the client says
 			initial = false
-			p.mu.Lock()
-			p.members, p.synced = snapshot, true
-			p.mu.Unlock()
-			if _, ok := snapshot[p.self.ID]; !ok {
+			if _, ok := snapshot[p.self.ID]; !ok && p.gone(ctx, p.self.ID) {
 				// Created before the watch started: absent means expired.
 				p.expel("watch: entry absent")
 				return nil
 			}
+			p.mu.Lock()
+			prev := maps.Clone(p.members)
+			p.mu.Unlock()
+			p.confirm(ctx, prev, snapshot)
+			p.mu.Lock()
+			p.members, p.synced = snapshot, true
+			p.mu.Unlock()
 			p.push(false)
 			continue
 		}
@@ -435,7 +443,47 @@ func (p *Provider) apply(m map[string]entry, e jetstream.KeyValueEntry) {
 		p.log.Warn("cluster: ignoring a malformed member entry", "key", e.Key(), "err", err)
 		return
 	}
+	v.seen = e.Created()
 	m[e.Key()] = v
+}
+
+// confirm puts back into a complete read (next) the members of the list
+// it replaces (prev) that it lacks but that are still there. The nats.go
+// watcher says its initial values are complete once it has received as
+// many messages as the stream held when it started, or one reports no more
+// pending; under concurrent heartbeats either can come early (a member's
+// own refresh counted in place of another's entry), so a read can lack a
+// live member. Dropping it would make protoactor-go block that member for
+// good while it is healthy (seen under load: TestTransientErrorsRemoveNoOne).
+// So an absent member is dropped only if its last revision is older than
+// the TTL and a read of its key finds it gone; a failed read keeps it.
+func (p *Provider) confirm(ctx context.Context, prev, next map[string]entry) {
+	for id, old := range prev {
+		if _, ok := next[id]; ok || id == p.self.ID {
+			continue
+		}
+		if time.Since(old.seen) < p.cfg.TTL || !p.gone(ctx, id) {
+			next[id] = old
+			continue
+		}
+		p.log.Info("cluster: a member's entry is gone", "self", p.self.ID, "member", id)
+	}
+}
+
+// gone reports whether a read of a member's key finds it deleted or
+// expired. A failed read is not an answer: gone reports false.
+func (p *Provider) gone(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.TTL)
+	defer cancel()
+	e, err := p.cfg.KV.Get(ctx, id)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		return true
+	case err != nil:
+		p.log.Debug("cluster: reading a member's entry failed; keeping it", "self", p.self.ID, "member", id, "err", err)
+		return false
+	}
+	return e.Operation() != jetstream.KeyValuePut
 }
 
 // snapshot reads the whole bucket once. Expiry markers are how watchers
@@ -464,12 +512,17 @@ func (p *Provider) snapshot(ctx context.Context) error {
 				continue
 			}
 			p.mu.Lock()
-			if p.synced {
-				if own, ok := p.members[p.self.ID]; ok {
-					m[p.self.ID] = own // only the heartbeat decides about this member
-				}
-				p.members = m
+			synced, prev := p.synced, maps.Clone(p.members)
+			p.mu.Unlock()
+			if !synced {
+				return nil
 			}
+			if own, ok := prev[p.self.ID]; ok {
+				m[p.self.ID] = own // only the heartbeat decides about this member
+			}
+			p.confirm(ctx, prev, m)
+			p.mu.Lock()
+			p.members = m
 			p.mu.Unlock()
 			return nil
 		}

@@ -31,7 +31,8 @@ type faultyKV struct {
 	loseAck     bool // the next Update is stored but answers an error
 	failWatch   bool // WatchAll fails and running watches are cut
 	failGet     bool
-	dropMarkers bool // watches never deliver a delete or an expiry marker after their initial values
+	dropMarkers bool   // watches never deliver a delete or an expiry marker after their initial values
+	hide        string // watches leave this key out of their initial values, as the nats.go watcher can under concurrent writes
 	watchCancel []context.CancelFunc
 }
 
@@ -83,30 +84,38 @@ func (f *faultyKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (je
 	ctx, cancel := context.WithCancel(ctx)
 	f.watchCancel = append(f.watchCancel, cancel)
 	w, err := f.KV.WatchAll(ctx, opts...)
-	if err != nil || !f.dropMarkers {
+	if err != nil || (!f.dropMarkers && f.hide == "") {
 		return w, err
 	}
-	return newMarkerless(w), nil
+	markers, hide := f.dropMarkers, f.hide
+	return newFiltered(w, func(live bool, e jetstream.KeyValueEntry) bool {
+		if live {
+			// Without the markers of its live updates, as when the
+			// server expired an entry without writing its marker.
+			return markers && e.Operation() != jetstream.KeyValuePut
+		}
+		return e.Key() == hide
+	}), nil
 }
 
-// markerless passes a watch on without the markers of its live updates, as
-// when the server expired an entry without writing its marker.
-type markerless struct {
+// filtered passes a watch on without the entries drop names; live is
+// false for the initial values.
+type filtered struct {
 	jetstream.KeyWatcher
 	out  chan jetstream.KeyValueEntry
 	stop chan struct{}
 	once sync.Once
 }
 
-func newMarkerless(w jetstream.KeyWatcher) *markerless {
-	m := &markerless{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
+func newFiltered(w jetstream.KeyWatcher, drop func(live bool, e jetstream.KeyValueEntry) bool) *filtered {
+	m := &filtered{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
 	go func() {
 		defer close(m.out)
 		live := false
 		for e := range w.Updates() {
 			if e == nil {
 				live = true
-			} else if live && e.Operation() != jetstream.KeyValuePut {
+			} else if drop(live, e) {
 				continue
 			}
 			select {
@@ -119,12 +128,12 @@ func newMarkerless(w jetstream.KeyWatcher) *markerless {
 	return m
 }
 
-func (m *markerless) Stop() error {
+func (m *filtered) Stop() error {
 	m.once.Do(func() { close(m.stop) })
 	return m.KeyWatcher.Stop()
 }
 
-func (m *markerless) Updates() <-chan jetstream.KeyValueEntry { return m.out }
+func (m *filtered) Updates() <-chan jetstream.KeyValueEntry { return m.out }
 
 type member struct {
 	id   string
@@ -149,7 +158,7 @@ type starter func(t *testing.T, kv jetstream.KeyValue, name string) *member
 func joinAlone(t *testing.T, kv jetstream.KeyValue, name string) *member {
 	t.Helper()
 	m := &member{id: "alone-" + name, kv: &faultyKV{KV: kv}}
-	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name})
+	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +237,12 @@ func startMember(t *testing.T, kv jetstream.KeyValue, name string) *member {
 		c.Shutdown(false)
 	})
 	return m
+}
+
+// testLogger writes the provider's debug lines to the test's output,
+// printed when the test fails.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func bucket(t *testing.T) jetstream.KeyValue {
@@ -355,6 +370,47 @@ func expiryWithoutMarker(t *testing.T, start starter) {
 	c.kv.set(func(f *faultyKV) { f.failUpdate = true })
 	for _, m := range []*member{a, b} {
 		eventually(t, "c removed", func() bool { return sees(m, a, b) })
+	}
+}
+
+// A complete read that lacks a live member (the nats.go watcher can end
+// its initial values early while members refresh their entries) removes
+// no one: not another member, and not the member itself.
+func TestIncompleteReadRemovesNoOne(t *testing.T)      { incompleteRead(t, startMember) }
+func TestIncompleteReadRemovesNoOneAlone(t *testing.T) { incompleteRead(t, joinAlone) }
+
+func incompleteRead(t *testing.T, start starter) {
+	for _, who := range []string{"another member", "itself"} {
+		t.Run(who, func(t *testing.T) {
+			kv := bucket(t)
+			a, b := start(t, kv, "a"), start(t, kv, "b")
+			for _, m := range []*member{a, b} {
+				eventually(t, "both", func() bool { return sees(m, a, b) })
+			}
+			hidden := b.id
+			if who == "itself" {
+				hidden = a.id
+			}
+			// Every read a makes from now on lacks the hidden entry: the
+			// watch restarts (its initial values) and the periodic
+			// complete reads come every TTL.
+			a.kv.set(func(f *faultyKV) { f.hide = hidden; f.failWatch = true })
+			a.kv.set(func(f *faultyKV) { f.failWatch = false })
+			for range 2 * int(ttl/(200*time.Millisecond)) {
+				time.Sleep(200 * time.Millisecond)
+				if !sees(a, a, b) {
+					t.Fatalf("a sees %v", ids(a.p.Members()))
+				}
+			}
+			if got := a.leftIDs(); len(got) != 0 {
+				t.Errorf("protoactor-go was told %v left", got)
+			}
+			select {
+			case <-a.p.Expelled():
+				t.Error("a expelled")
+			default:
+			}
+		})
 	}
 }
 
