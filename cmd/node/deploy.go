@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/schema"
 )
@@ -256,4 +257,28 @@ func (d *deployment) list() []actors.Agent {
 		out[i] = d.agents[s].agent
 	}
 	return out
+}
+
+// setupFor is an agent's contract as a deployment defines it.
+func setupFor(dep *deployment, agent string) (replay.Setup, error) {
+	a, ok := dep.agents[agent]
+	if !ok {
+		return replay.Setup{}, &flagError{"agents", fmt.Sprintf("agent %q is not deployed here", agent)}
+	}
+	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: redactor(nil)}
+	for _, sub := range a.agent.Definition.Subagents {
+		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
+	}
+	caps := map[string]runtime.Capability{}
+	for _, c := range builtinCapabilities() {
+		caps[c.Name] = c
+	}
+	for _, name := range a.agent.Definition.Capabilities {
+		c, ok := caps[name]
+		if !ok {
+			return replay.Setup{}, fmt.Errorf("agent %s: capability %q is served by an external service; re-drive needs the built-in catalog", agent, name)
+		}
+		s.Capabilities = append(s.Capabilities, c)
+	}
+	return s, nil
 }

@@ -1,307 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/cairn-agents/cairn/actors"
-	"github.com/cairn-agents/cairn/runtime"
-	cjs "github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/mcpserver"
+	"github.com/cairn-agents/cairn/projections/runindex"
 )
-
-// Cairn as an MCP server: `node mcp` on stdio, and POST/GET /mcp
-// (streamable HTTP) on `node serve`, behind the API's bearer tokens. An MCP
-// client drives durable runs with these tools:
-//
-//	list_agents                  the deployed agents, with their input schemas
-//	start_run {agent, message, idempotency_key?}   start a root run; returns its IDs and status
-//	                             (a retry with the same key returns the same run)
-//	get_run {run_id, wait_seconds?}   status, reply (output or needs_input question) or error;
-//	                             waits up to wait_seconds (at most 300) for the run to finish
-//	answer {run_id, message}     answer a run's needs_input question: a new run in its session
-//	cancel_run {run_id}          cancel a run
-//
-// Runs belong to the principal that started them (the bearer token's; on
-// stdio and on a loopback node without tokens, "local"): every tool checks
-// the owner in the run's durable record (C10), and another principal's run
-// is reported as not found.
-
-// mcpPrincipal is the caller's principal: the token's user on HTTP, local
-// otherwise.
-func mcpPrincipal(extra *sdk.RequestExtra) string {
-	if extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
-		return extra.TokenInfo.UserID
-	}
-	return "local"
-}
-
-type (
-	mcpStartIn struct {
-		Agent   string `json:"agent" jsonschema:"the slug of a deployed agent (see list_agents)"`
-		Message string `json:"message" jsonschema:"the task, as the user's message"`
-		// A pointer: a key given empty is an error, not the absence of one.
-		IdempotencyKey *string `json:"idempotency_key,omitempty" jsonschema:"makes the start safe to retry: a start with a key used before returns the run it started (same agent and message), or fails naming the key (other ones); 1-255 printable ASCII characters"`
-	}
-	mcpRunIn struct {
-		RunID string `json:"run_id" jsonschema:"the run's ID, as start_run or answer returned it"`
-	}
-	mcpGetIn struct {
-		RunID       string `json:"run_id" jsonschema:"the run's ID"`
-		WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0 to 300) for the run to finish"`
-	}
-	mcpAnswerIn struct {
-		RunID   string `json:"run_id" jsonschema:"the run that asked (its reply is needs_input)"`
-		Message string `json:"message" jsonschema:"the answer to its question"`
-	}
-	mcpRun struct {
-		RunID     string    `json:"run_id"`
-		SessionID string    `json:"session_id"`
-		Agent     string    `json:"agent,omitempty"`
-		Status    string    `json:"status"`
-		Reply     *mcpReply `json:"reply,omitempty"`
-		Error     string    `json:"error,omitempty"`
-	}
-	mcpReply struct {
-		Type     string `json:"type" jsonschema:"output or needs_input"`
-		Output   any    `json:"output,omitempty"`
-		Question string `json:"question,omitempty"`
-	}
-	mcpAgents struct {
-		Agents []mcpAgent `json:"agents"`
-	}
-	mcpAgent struct {
-		Slug        string `json:"slug"`
-		Description string `json:"description,omitempty"`
-		InputSchema any    `json:"input_schema,omitempty"`
-	}
-)
-
-// mcpMaxWait bounds get_run's wait.
-const mcpMaxWait = 300 * time.Second
-
-// newMCPServer is the MCP server over a running node.
-func newMCPServer(a *app, logger *slog.Logger) *sdk.Server {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "cairn", Title: "Cairn durable agent runs", Version: "1"}, &sdk.ServerOptions{
-		Instructions: "Start a durable agent run with start_run, follow it with get_run (wait_seconds long-polls), answer a needs_input reply with answer, stop it with cancel_run.",
-		Logger:       logger,
-	})
-	m := &mcpTools{a: a, log: logger}
-	yes, no := true, false
-	sdk.AddTool(s, &sdk.Tool{Name: "list_agents", Description: "List the agents this node runs.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, m.listAgents)
-	sdk.AddTool(s, &sdk.Tool{Name: "start_run", Description: "Start a durable run of an agent with a task. Returns its run_id at once; follow it with get_run.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes}}, m.start)
-	sdk.AddTool(s, &sdk.Tool{Name: "get_run", Description: "A run's status and, once it finished, its reply (output, or a needs_input question) or error. wait_seconds waits for it to finish.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, m.get)
-	sdk.AddTool(s, &sdk.Tool{Name: "answer", Description: "Answer the question of a run that replied needs_input: starts a new run in its session, which sees the whole conversation. Returns the new run.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes}}, m.answer)
-	sdk.AddTool(s, &sdk.Tool{Name: "cancel_run", Description: "Cancel a run.",
-		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true}}, m.cancel)
-	return s
-}
-
-type mcpTools struct {
-	a   *app
-	log *slog.Logger
-}
-
-// fail turns a node error into a tool error the client may see: the
-// node's own sentinels keep their text, anything else is logged and
-// reported without detail.
-func (m *mcpTools) fail(err error) error {
-	switch {
-	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrTooLarge), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun),
-		errors.Is(err, actors.ErrIdempotencyConflict), errors.Is(err, actors.ErrUnavailable):
-		return err
-	case cjs.Unavailable(err): // NATS out, JetStream refusing writes: the client may retry
-		return fmt.Errorf("unavailable: NATS cannot serve the request now; retry later: %w", err)
-	}
-	m.log.Error("mcp tool", "err", err)
-	return errors.New("the node could not complete the request")
-}
-
-var errNoRun = errors.New("no such run")
-
-// owned returns the record of a run the principal owns (C10).
-func (m *mcpTools) owned(ctx context.Context, principal, runID string) (sessionID, agent string, err error) {
-	if runID == "" {
-		return "", "", fmt.Errorf("%w: run_id: is required", actors.ErrInvalid)
-	}
-	rec, err := m.a.node.Lookup(ctx, runID)
-	if err != nil || rec == nil || rec.Owner != principal {
-		return "", "", fmt.Errorf("%w: %q", errNoRun, runID)
-	}
-	return rec.SessionID, rec.Agent, nil
-}
-
-func (m *mcpTools) status(ctx context.Context, sessionID, runID, agent string) (mcpRun, error) {
-	st, reply, errText, err := m.a.node.Status(ctx, sessionID, runID)
-	if err != nil {
-		return mcpRun{}, err
-	}
-	// Redacted like every view: the reply holds what the run saw (a
-	// model's echo of a secret included). MCP clients are often agents
-	// themselves; no principal gets raw values here.
-	red := m.a.red
-	out := mcpRun{RunID: runID, SessionID: sessionID, Agent: agent, Status: string(runtime.RunStatus(st, reply)), Error: red.Redact(errText)}
-	if reply != nil {
-		out.Reply = &mcpReply{Type: string(reply.Type), Question: red.Redact(reply.Question)}
-		if len(reply.Output) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(redactJSON(red, reply.Output)))
-			dec.UseNumber() // numbers as the model wrote them
-			var v any
-			if err := dec.Decode(&v); err != nil {
-				return mcpRun{}, err
-			}
-			out.Reply.Output = v
-		}
-	}
-	return out, nil
-}
-
-func (m *mcpTools) listAgents(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, mcpAgents, error) {
-	out := mcpAgents{Agents: []mcpAgent{}}
-	for _, a := range m.a.dep.list() {
-		ag := mcpAgent{Slug: a.Definition.Slug, Description: a.Definition.Description}
-		if len(a.Definition.InputSchema) > 0 {
-			var v any
-			if json.Unmarshal(a.Definition.InputSchema, &v) == nil {
-				ag.InputSchema = v
-			}
-		}
-		out.Agents = append(out.Agents, ag)
-	}
-	sort.Slice(out.Agents, func(i, j int) bool { return out.Agents[i].Slug < out.Agents[j].Slug })
-	return nil, out, nil
-}
-
-func (m *mcpTools) start(ctx context.Context, req *sdk.CallToolRequest, in mcpStartIn) (*sdk.CallToolResult, mcpRun, error) {
-	key := ""
-	if in.IdempotencyKey != nil {
-		if why := actors.IdempotencyKeyProblem(*in.IdempotencyKey); why != "" {
-			return nil, mcpRun{}, fmt.Errorf("%w: idempotency_key: %s", actors.ErrInvalid, why)
-		}
-		key = *in.IdempotencyKey
-	}
-	if in.Agent == "" {
-		return nil, mcpRun{}, fmt.Errorf("%w: agent: is required", actors.ErrInvalid)
-	}
-	s, err := m.a.node.StartRun(ctx, actors.StartRequest{Owner: mcpPrincipal(req.Extra), Agent: in.Agent, Message: in.Message, IdempotencyKey: key})
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	out, err := m.status(ctx, s.SessionID, s.RunID, in.Agent)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	return nil, out, nil
-}
-
-func (m *mcpTools) get(ctx context.Context, req *sdk.CallToolRequest, in mcpGetIn) (*sdk.CallToolResult, mcpRun, error) {
-	if in.WaitSeconds < 0 || time.Duration(in.WaitSeconds)*time.Second > mcpMaxWait {
-		return nil, mcpRun{}, fmt.Errorf("%w: wait_seconds: %d is not between 0 and %d", actors.ErrInvalid, in.WaitSeconds, int(mcpMaxWait.Seconds()))
-	}
-	sess, agent, err := m.owned(ctx, mcpPrincipal(req.Extra), in.RunID)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	if in.WaitSeconds > 0 {
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(in.WaitSeconds)*time.Second)
-		// Result returns when the run finished, or its error, or the
-		// wait's end: in every case the status below is what the log says.
-		_, _, _ = m.a.node.Result(wctx, sess, in.RunID)
-		cancel()
-	}
-	out, err := m.status(ctx, sess, in.RunID, agent)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	return nil, out, nil
-}
-
-func (m *mcpTools) answer(ctx context.Context, req *sdk.CallToolRequest, in mcpAnswerIn) (*sdk.CallToolResult, mcpRun, error) {
-	sess, agent, err := m.owned(ctx, mcpPrincipal(req.Extra), in.RunID)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	st, reply, _, err := m.a.node.Status(ctx, sess, in.RunID)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	if st != runtime.StatusCompleted || reply == nil || reply.Type != runtime.ReplyNeedsInput {
-		return nil, mcpRun{}, fmt.Errorf("%w: run %s did not ask a question (status %s)", actors.ErrInvalid, in.RunID, st)
-	}
-	run, err := m.a.node.Continue(ctx, sess, in.Message)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	out, err := m.status(ctx, sess, run, agent)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	return nil, out, nil
-}
-
-func (m *mcpTools) cancel(ctx context.Context, req *sdk.CallToolRequest, in mcpRunIn) (*sdk.CallToolResult, mcpRun, error) {
-	sess, agent, err := m.owned(ctx, mcpPrincipal(req.Extra), in.RunID)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	if _, err := m.a.node.Cancel(ctx, sess, in.RunID, "cancelled through MCP"); err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	out, err := m.status(ctx, sess, in.RunID, agent)
-	if err != nil {
-		return nil, mcpRun{}, m.fail(err)
-	}
-	return nil, out, nil
-}
-
-// mcpHandler is the streamable-HTTP endpoint of `node serve`. With tokens
-// configured, every request needs one (the API's tokens and principals),
-// and a session stays with the principal that opened it (the SDK refuses a
-// session ID presented with another principal's token).
-func (x *api) mcpHandler() http.Handler {
-	srv := newMCPServer(x.a, x.log)
-	// Idle sessions end after half an hour (a client that went away
-	// leaves nothing behind); a client that comes back starts a new one.
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Logger: x.log, SessionTimeout: 30 * time.Minute})
-	if len(x.tokens) == 0 {
-		return h // loopback only (serve refuses otherwise): the local principal
-	}
-	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		principal := ""
-		for tok, who := range x.tokens {
-			if subtle.ConstantTimeCompare([]byte(token), []byte(tok)) == 1 {
-				principal = who
-			}
-		}
-		if principal == "" {
-			return nil, fmt.Errorf("%w: unknown token", auth.ErrInvalidToken)
-		}
-		return &auth.TokenInfo{UserID: principal}, nil
-	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
-}
 
 // mcpCmd is `node mcp`: a node whose MCP server speaks on stdin/stdout (its
 // logs go to stderr).
@@ -337,8 +50,16 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 		return 1
 	}
 	defer a.close(context.Background())
+	// The run index tells get_run a run parked on its children.
+	ix, err := runindex.Start(ctx, a.source(), runindex.Hooks{})
+	if err != nil {
+		fmt.Fprintln(stderr, "node mcp:", err)
+		return 1
+	}
+	defer ix.Close(context.Background())
 	o.logger.Info("node mcp serving on stdio", "agents", len(a.dep.agents))
-	err = newMCPServer(a, o.logger).Run(ctx, &sdk.IOTransport{Reader: stdin, Writer: stdout})
+	srv := mcpserver.New(mcpserver.Config{Node: a.node, Agents: a.dep.list, Redactor: a.red, Index: ix, Logger: o.logger})
+	err = srv.Run(ctx, &sdk.IOTransport{Reader: stdin, Writer: stdout})
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		fmt.Fprintln(stderr, "node mcp:", err)
 		return 1

@@ -82,6 +82,20 @@ func mcpClient(t *testing.T, tr sdk.Transport) *sdk.ClientSession {
 	return cs
 }
 
+// mcpRun is a tool's answer about a run, as a client decodes it.
+type mcpRun struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+	Agent     string `json:"agent"`
+	Status    string `json:"status"`
+	Reply     *struct {
+		Type     string `json:"type"`
+		Output   any    `json:"output"`
+		Question string `json:"question"`
+	} `json:"reply"`
+	Error string `json:"error"`
+}
+
 // callTool calls a tool and decodes its structured content; isError
 // results come back as their text.
 func callTool(t *testing.T, cs *sdk.ClientSession, name string, args any) (mcpRun, string) {

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,31 +94,12 @@ type flagError struct{ Flag, Reason string }
 
 func (e *flagError) Error() string { return fmt.Sprintf("--%s: %s", e.Flag, e.Reason) }
 
-// parseRevision reads a revision flag against a run's last revision: N
-// (1..last), "last", or "last-K". Empty means def.
+// parseRevision reads a revision flag against a run's last revision
+// (replay.ParseRevision), naming the flag.
 func parseRevision(flagName, s string, last, def int64) (int64, error) {
-	if s == "" {
-		return def, nil
-	}
-	var rev int64
-	switch {
-	case s == "last":
-		rev = last
-	case strings.HasPrefix(s, "last-"):
-		k, err := strconv.ParseInt(s[len("last-"):], 10, 64)
-		if err != nil || k < 0 {
-			return 0, &flagError{flagName, fmt.Sprintf("%q: want N, last or last-K", s)}
-		}
-		rev = last - k
-	default:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, &flagError{flagName, fmt.Sprintf("%q: want N, last or last-K", s)}
-		}
-		rev = n
-	}
-	if rev < 1 || rev > last {
-		return 0, &flagError{flagName, fmt.Sprintf("%q: the run has revisions 1-%d", s, last)}
+	rev, err := replay.ParseRevision(s, last, def)
+	if err != nil {
+		return 0, &flagError{flagName, err.Error()}
 	}
 	return rev, nil
 }

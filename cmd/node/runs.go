@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/api"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -223,7 +224,7 @@ func (c *client) start(ctx context.Context, agent, message, key string) (startAn
 	if err != nil {
 		return startAnswer{}, err
 	}
-	header := http.Header{idempotencyHeader: []string{key}}
+	header := http.Header{api.IdempotencyHeader: []string{key}}
 	delay := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		resp, err := c.requestCtx(ctx, "POST", "/v1/runs", bytes.NewReader(body), header)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // bossProvider speaks OpenAI's Chat Completions for two agents, told apart
@@ -45,7 +47,8 @@ func (p *bossProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // A run parked on its child reads waiting (its latest commit dispatches
-// wait_calls) in GET /v1/runs/{run} and in the list filtered by status,
+// wait_calls) in GET /v1/runs/{run}, in MCP's get_run and in the list
+// filtered by status,
 // and running, then completed, once the child ends. Before, it read
 // running throughout.
 func TestParkedRunShowsWaiting(t *testing.T) {
@@ -91,6 +94,12 @@ func TestParkedRunShowsWaiting(t *testing.T) {
 			t.Fatalf("the parked run reads %d %v, want waiting", code, got)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// MCP's get_run says so too (before, it read the log's records
+	// alone: running).
+	cs := mcpClient(t, &sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token"}}})
+	if got, errText := callTool(t, cs, "get_run", map[string]any{"run_id": run}); errText != "" || got.Status != "waiting" {
+		t.Fatalf("MCP get_run of the parked run: %+v %q, want waiting", got, errText)
 	}
 	code, list := call(t, "GET", base+"/v1/runs?status=waiting", "alice-token", "")
 	if runs, _ := list["runs"].([]any); code != 200 || len(runs) != 1 || runs[0].(map[string]any)["run_id"] != run {

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"encoding/json"
@@ -26,7 +26,7 @@ func guarded(tokens bool) http.Handler {
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", ok)
 	mux.HandleFunc("GET /healthz", ok)
 	mux.Handle("/mcp", http.HandlerFunc(ok))
-	return guard(mux, tokens)
+	return Guard(mux, tokens)
 }
 
 // Each cross-site request an attacker's test made against a node without

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -15,10 +15,10 @@ const unreadyRetryAfter = "2"
 
 // readyz is GET /readyz: 200 {"ready":true} while the node can take and
 // commit work (actors.Node.Ready), else 503 {"ready":false,"reason":...}.
-func (x *api) readyz(w http.ResponseWriter, r *http.Request) {
+func (x *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if ok, reason := x.a.node.Ready(ctx); !ok {
+	if ok, reason := x.node.Ready(ctx); !ok {
 		w.Header().Set("Retry-After", unreadyRetryAfter)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": reason})
 		return
@@ -30,10 +30,10 @@ func (x *api) readyz(w http.ResponseWriter, r *http.Request) {
 // {"code":"unavailable"} with Retry-After, when the node cannot commit
 // now. The client learns it at once, instead of after the write's
 // timeouts, and nothing is written.
-func (x *api) admitting(w http.ResponseWriter, r *http.Request) bool {
+func (x *Server) admitting(w http.ResponseWriter, r *http.Request) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if ok, reason := x.a.node.Ready(ctx); !ok {
+	if ok, reason := x.node.Ready(ctx); !ok {
 		unavailable(w, "the node cannot start a run now: %s", reason)
 		return false
 	}

@@ -1,60 +1,29 @@
-package main
+package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/runtime"
 )
 
-// registerWeb adds the web views to the node's HTTP API:
-//
-//	GET  /ui/                       the list of runs (ui/runs.html; /ui/runs redirects to it)
-//	GET  /ui/runs/{run}             the page (static; it reads the bearer token from the URL fragment
-//	                                 #token=..., which browsers never send to the server)
-//	GET  /v1/runs/{run}/view        timeline, call tree and usage (?at=REV: up to a revision)
-//	GET  /v1/runs/{run}/transcript  the run's session: every message, its compactions, the current window
-//	POST /v1/runs/{run}/redrive     re-drive from {"at": REV} (0: the start) against the log
-//	POST /v1/runs/{run}/fork        fork at {"at": REV} into a new session and run it on this node
-//
-// The page follows the run live through /v1/runs/{run}/events (SSE).
-func (x *api) registerWeb(mux *http.ServeMux) {
-	mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { writePage(w, runsPage) })
-	mux.HandleFunc("GET /ui/runs", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
-	mux.HandleFunc("GET /ui/runs/{run}", func(w http.ResponseWriter, r *http.Request) {
-		if events.ValidID(r.PathValue("run")) != nil {
-			http.NotFound(w, r)
-			return
-		}
-		writePage(w, runPage)
-	})
-	mux.HandleFunc("GET /v1/runs/{run}/view", x.auth(x.view))
-	mux.HandleFunc("GET /v1/runs/{run}/transcript", x.auth(x.transcript))
-	mux.HandleFunc("POST /v1/runs/{run}/redrive", x.auth(x.redrive))
-	mux.HandleFunc("POST /v1/runs/{run}/fork", x.auth(x.fork))
-}
-
-// writePage writes one of the static pages: its scripts and styles inline,
-// everything else from this origin only.
-func writePage(w http.ResponseWriter, page string) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
-	_, _ = w.Write([]byte(page))
-}
+// The views of a run and what is done from them (the run page's): its
+// timeline and call tree, its transcript, re-drive and fork.
 
 // history loads an owned run's history; false when an answer was written.
-func (x *api) history(w http.ResponseWriter, r *http.Request, principal string) (*replay.History, bool) {
+func (x *Server) history(w http.ResponseWriter, r *http.Request, principal string) (*replay.History, bool) {
 	e, ok := x.owned(w, r, principal)
 	if !ok {
 		return nil, false
 	}
-	h, err := replay.LoadIn(r.Context(), x.a.source(), e.SessionID, e.RunID)
+	h, err := replay.LoadIn(r.Context(), x.source(), e.SessionID, e.RunID)
 	if errors.Is(err, replay.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "run %q has no events yet", e.RunID)
 		return nil, false
@@ -67,15 +36,15 @@ func (x *api) history(w http.ResponseWriter, r *http.Request, principal string) 
 	return h, true
 }
 
-func (x *api) view(w http.ResponseWriter, r *http.Request, principal string) {
+func (x *Server) view(w http.ResponseWriter, r *http.Request, principal string) {
 	h, ok := x.history(w, r, principal)
 	if !ok {
 		return
 	}
 	last := h.Last()
-	at, err := parseRevision("at", r.URL.Query().Get("at"), max(last, 1), last)
+	at, err := replay.ParseRevision(r.URL.Query().Get("at"), max(last, 1), last)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
+		writeError(w, http.StatusBadRequest, "invalid", "at: %v", err)
 		return
 	}
 	tree, err := x.callTree(r.Context(), h)
@@ -95,7 +64,7 @@ func (x *api) view(w http.ResponseWriter, r *http.Request, principal string) {
 // callTree builds the call tree of a run and its descendants from their
 // sessions' events (a projection built per request: one view reads a few
 // sessions).
-func (x *api) callTree(ctx context.Context, h *replay.History) (projections.TreeNode, error) {
+func (x *Server) callTree(ctx context.Context, h *replay.History) (projections.TreeNode, error) {
 	t := projections.NewCallTree()
 	seen := map[string]bool{}
 	queue := []*replay.History{h}
@@ -113,12 +82,12 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 		}
 		// A child's creation is in its own session: the node's records
 		// name the children, their sessions then feed the tree.
-		kids, err := x.a.node.Children(ctx, cur.RunID)
+		kids, err := x.node.Children(ctx, cur.RunID)
 		if err != nil {
 			return projections.TreeNode{}, err
 		}
 		for _, c := range kids {
-			ch, err := replay.LoadIn(ctx, x.a.source(), c.SessionID, c.RunID)
+			ch, err := replay.LoadIn(ctx, x.source(), c.SessionID, c.RunID)
 			if errors.Is(err, replay.ErrNotFound) {
 				continue // recorded as a child, its creation not written yet
 			}
@@ -134,7 +103,7 @@ func (x *api) callTree(ctx context.Context, h *replay.History) (projections.Tree
 
 // transcript is the transcript view of the run's session, built by the
 // transcripts projection over the session's events.
-func (x *api) transcript(w http.ResponseWriter, r *http.Request, principal string) {
+func (x *Server) transcript(w http.ResponseWriter, r *http.Request, principal string) {
 	h, ok := x.history(w, r, principal)
 	if !ok {
 		return
@@ -151,7 +120,7 @@ type atRequest struct {
 	At int64 `json:"at"`
 }
 
-func (x *api) redrive(w http.ResponseWriter, r *http.Request, principal string) {
+func (x *Server) redrive(w http.ResponseWriter, r *http.Request, principal string) {
 	var req atRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -164,7 +133,7 @@ func (x *api) redrive(w http.ResponseWriter, r *http.Request, principal string) 
 		writeError(w, http.StatusBadRequest, "invalid", "at: %d, the run has revisions 1-%d (0: from the start)", req.At, h.Last())
 		return
 	}
-	s, err := setupFor(x.a.dep, h.Run.Agent)
+	s, err := x.setup(h.Run.Agent)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
 		return
@@ -179,7 +148,7 @@ func (x *api) redrive(w http.ResponseWriter, r *http.Request, principal string) 
 	x.writeView(w, r, http.StatusOK, map[string]any{"report": rep, "exact": rep.Exact()})
 }
 
-func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
+func (x *Server) fork(w http.ResponseWriter, r *http.Request, principal string) {
 	var req atRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -192,7 +161,7 @@ func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
 		writeError(w, http.StatusBadRequest, "invalid", "run: %s is a child run; fork its root", h.RunID)
 		return
 	}
-	store, err := logStore(r.Context(), x.a.nc, x.a.js, "fork", x.a.keys)
+	store, err := x.forkStore(r.Context())
 	if err != nil {
 		x.nodeError(w, err)
 		return
@@ -206,32 +175,15 @@ func (x *api) fork(w http.ResponseWriter, r *http.Request, principal string) {
 	if x.nodeError(w, err) {
 		return
 	}
-	if x.nodeError(w, x.a.node.Adopt(r.Context(), rec.SessionID, rec.RunID)) {
+	if x.nodeError(w, x.node.Adopt(r.Context(), rec.SessionID, rec.RunID)) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"run_id": rec.RunID, "session_id": rec.SessionID, "forked_from": rec.ForkedFrom, "forked_at": rec.ForkedAt})
 }
 
-// setupFor is an agent's contract as a deployment defines it.
-func setupFor(dep *deployment, agent string) (replay.Setup, error) {
-	a, ok := dep.agents[agent]
-	if !ok {
-		return replay.Setup{}, &flagError{"agents", fmt.Sprintf("agent %q is not deployed here", agent)}
-	}
-	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: redactor(nil)}
-	for _, sub := range a.agent.Definition.Subagents {
-		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
-	}
-	caps := map[string]runtime.Capability{}
-	for _, c := range builtinCapabilities() {
-		caps[c.Name] = c
-	}
-	for _, name := range a.agent.Definition.Capabilities {
-		c, ok := caps[name]
-		if !ok {
-			return replay.Setup{}, fmt.Errorf("agent %s: capability %q is served by an external service; re-drive needs the built-in catalog", agent, name)
-		}
-		s.Capabilities = append(s.Capabilities, c)
-	}
-	return s, nil
+// randomID is a fork's session and run ID suffix.
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

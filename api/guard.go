@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// guard refuses cross-site use of the node's HTTP surface (the API, /ui,
+// Guard refuses cross-site use of the node's HTTP surface (the API, /ui,
 // /mcp), in every mode, before any handler runs:
 //
 //   - Without tokens (loopback only), the Host header must name a loopback
@@ -30,7 +30,7 @@ import (
 // Unknown routes and methods answer JSON errors (404, 405 with Allow).
 // Probes (/healthz, /readyz, /metrics) pass the Host check too: a rebound
 // page must not read the metrics either.
-func guard(mux *http.ServeMux, tokens bool) http.Handler {
+func Guard(mux *http.ServeMux, tokens bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !tokens && !loopbackHost(r.Host) {
 			writeError(w, http.StatusForbidden, "forbidden_host", "Host %q is not a loopback name: a node without tokens answers only requests addressed to localhost, 127.0.0.1 or [::1]", r.Host)

@@ -1,0 +1,75 @@
+package api
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cairn-agents/cairn/runtime"
+)
+
+// A secret with characters JSON escapes is redacted in a JSON view: before,
+// the SSE stream redacted the encoded bytes, where "a&b" is "a\u0026b",
+// and leaked it (8 leaks in one run).
+func TestRedactJSONSeesDecodedValues(t *testing.T) {
+	const secret = `sk-"quoted"&<tag>\back`
+	red := runtime.Secrets{secret}
+	doc, _ := json.Marshal(map[string]any{
+		"reply":  "the key is " + secret + ".",
+		"nested": []any{map[string]any{"text": secret, secret: 1}},
+		"n":      json.Number("12345678901234567890"),
+	})
+	if !strings.Contains(string(doc), `\u0026`) {
+		t.Fatalf("the document does not escape the secret's characters: %s", doc)
+	}
+	out := RedactJSON(red, doc)
+	var back map[string]any
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatalf("redacted document does not decode: %v: %s", err, out)
+	}
+	for _, leak := range []string{"quoted", `\u0026`, "back"} {
+		if strings.Contains(string(out), leak) {
+			t.Fatalf("redacted document still shows %q: %s", leak, out)
+		}
+	}
+	if !strings.Contains(string(out), "12345678901234567890") {
+		t.Fatalf("a large number lost its digits: %s", out)
+	}
+	if got := string(RedactJSON(red, []byte("not json "+secret))); strings.Contains(got, "quoted") {
+		t.Fatalf("a body that is not JSON is not redacted: %s", got)
+	}
+}
+
+// Every run view goes through writeView: the reply of GET /v1/runs/{run},
+// the timeline, the transcript and a re-drive's report hold what the run
+// saw, and none of them shows a secret the redactor knows, but to a
+// principal granted raw values (--raw-principals).
+func TestWriteViewRedacts(t *testing.T) {
+	const secret = `sk-live-0123456789&abc`
+	x := &Server{red: runtime.Secrets{secret}, raw: map[string]bool{"auditor": true}, log: slog.New(slog.DiscardHandler)}
+	var seen []string
+	h := x.auth(func(w http.ResponseWriter, r *http.Request, _ string) {
+		x.writeView(w, r, 200, map[string]any{"reply": map[string]any{"output": map[string]string{"answer": secret}}})
+	})
+	x.tokens = map[string]string{"t1": "alice", "t2": "auditor"}
+	for _, tok := range []string{"t1", "t2"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/v1/runs/r1", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		h(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("view: %d %s", rec.Code, rec.Body.String())
+		}
+		seen = append(seen, rec.Body.String())
+	}
+	if strings.Contains(seen[0], "0123456789") || !strings.Contains(seen[0], "REDACTED") {
+		t.Fatalf("alice's view: %s", seen[0])
+	}
+	if !strings.Contains(seen[1], `sk-live-0123456789\u0026abc`) {
+		t.Fatalf("the granted auditor's view: %s", seen[1])
+	}
+
+}
