@@ -319,11 +319,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	streamName := cfg.Store.Stream
-	if streamName == "" {
-		streamName = "CAIRN"
-	}
-	stream, err := js.Stream(ctx, streamName)
+	stream, err := js.Stream(ctx, events.StreamName(cfg.Store.Stream))
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}

@@ -57,6 +57,8 @@ type Config struct {
 	Index *runindex.Index
 	// JS reads the log (the event streams, the views); required.
 	JS njs.JetStream
+	// Stream is the log's stream; "" means events.DefaultStream.
+	Stream string
 	// Keys open sealed events; nil: the log is plain.
 	Keys *events.Keyring
 	// Redactor redacts every view but a raw principal's.
@@ -80,6 +82,7 @@ type Server struct {
 	node      *actors.Node
 	ix        *runindex.Index
 	js        njs.JetStream
+	stream    string
 	keys      *events.Keyring
 	red       runtime.Secrets
 	tokens    map[string]string
@@ -116,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{node: cfg.Node, ix: cfg.Index, js: cfg.JS, keys: cfg.Keys, red: cfg.Redactor, tokens: cfg.Tokens, raw: cfg.Raw,
+	return &Server{node: cfg.Node, ix: cfg.Index, js: cfg.JS, stream: events.StreamName(cfg.Stream), keys: cfg.Keys, red: cfg.Redactor, tokens: cfg.Tokens, raw: cfg.Raw,
 		setup: cfg.Setup, forkStore: cfg.ForkStore, log: log}, nil
 }
 
@@ -139,7 +142,9 @@ func (x *Server) Register(mux *http.ServeMux, stopping context.Context) {
 }
 
 // source is the log the views read.
-func (x *Server) source() projections.Source { return projections.Source{JS: x.js, Keys: x.keys} }
+func (x *Server) source() projections.Source {
+	return projections.Source{JS: x.js, Stream: x.stream, Keys: x.keys}
+}
 
 // Principal resolves a bearer token to its principal: false for a token
 // the node does not know. Without tokens there is nothing to resolve.
@@ -503,7 +508,7 @@ func (x *Server) events(w http.ResponseWriter, r *http.Request, principal string
 		}
 		after = n
 	}
-	st, err := x.js.Stream(r.Context(), "CAIRN")
+	st, err := x.js.Stream(r.Context(), x.stream)
 	if x.nodeError(w, err) {
 		return
 	}

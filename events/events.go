@@ -304,6 +304,20 @@ func (e Envelope) Payload(v any) error {
 	return nil
 }
 
+// DefaultStream is the run log's stream unless one is configured
+// (jetstream.Config.Stream, the node's --stream). Every reader and writer
+// of the log names its stream through StreamName.
+const DefaultStream = "CAIRN"
+
+// StreamName is the stream a configured name means: name, or
+// DefaultStream when it is empty.
+func StreamName(name string) string {
+	if name == "" {
+		return DefaultStream
+	}
+	return name
+}
+
 // Subjects. A session's events share the prefix cairn.sess.<session>, so one
 // filtered consumer reads a conversation in order; a run's events share
 // cairn.sess.<session>.run.<run>.

@@ -12,7 +12,8 @@ import (
 	"testing"
 )
 
-// The log's subject layout has one definition, this package: no other
+// The log's subject layout and its stream's default name have one
+// definition, this package: no other
 // package of the repository (tests and benchmarks included) spells a
 // subject, or a part of one, in a string literal or builds one from
 // Prefix. A reader that needs a session, a run or a kind from a subject
@@ -53,6 +54,9 @@ func TestSubjectsAreBuiltHere(t *testing.T) {
 					return true
 				}
 				s, err := strconv.Unquote(n.Value)
+				if err == nil && s == DefaultStream && !strings.HasSuffix(path, "_test.go") {
+					t.Errorf("%s: %q names the log's stream by hand; use events.StreamName (its configured name) or events.DefaultStream", fset.Position(n.Pos()), s)
+				}
 				if err == nil && (strings.Contains(s, Prefix+".sess") || strings.HasPrefix(s, ".sess.") || strings.Contains(s, ".run.*.") || strings.HasSuffix(s, ".c.done") || strings.HasSuffix(s, ".c.step")) {
 					t.Errorf("%s: %q spells a subject of the log by hand; use a builder of events/ (or ParseSubject)", fset.Position(n.Pos()), s)
 				}

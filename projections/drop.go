@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
 )
 
 // Drop deletes a projection's saved state and durable consumer, so that its
@@ -19,7 +21,7 @@ func Drop(ctx context.Context, cfg Config, name string) error {
 		return fmt.Errorf("%w: JS is required", ErrConfig)
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = "CAIRN"
+		cfg.Stream = events.DefaultStream
 	}
 	st, err := cfg.JS.Stream(ctx, cfg.Stream)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 type Config struct {
 	// JS is the JetStream context; required.
 	JS jetstream.JetStream
-	// Stream is the log's stream; "" means CAIRN.
+	// Stream is the log's stream; "" means events.DefaultStream.
 	Stream string
 	// StateBucket is the object-store bucket that keeps each projection's
 	// state with its position, so a restart resumes where it stopped. ""
@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config, p Projection) (*Runner, error) {
 		return nil, fmt.Errorf("%w: projection %s has no filters", ErrConfig, p.Name())
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = "CAIRN"
+		cfg.Stream = events.DefaultStream
 	}
 	if cfg.SaveEvery < 0 {
 		return nil, fmt.Errorf("%w: SaveEvery %s is negative", ErrConfig, cfg.SaveEvery)

@@ -11,7 +11,7 @@ import (
 type Source struct {
 	// JS reaches the stream; required.
 	JS jetstream.JetStream
-	// Stream is the log's stream; "" means CAIRN.
+	// Stream is the log's stream; "" means events.DefaultStream.
 	Stream string
 	// Keys open events sealed by the node's payload codec; nil reads plain
 	// events only (a sealed one is events.ErrSealed).
@@ -20,8 +20,5 @@ type Source struct {
 
 // Name is the stream's name.
 func (s Source) Name() string {
-	if s.Stream == "" {
-		return "CAIRN"
-	}
-	return s.Stream
+	return events.StreamName(s.Stream)
 }

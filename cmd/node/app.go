@@ -26,9 +26,11 @@ type nodeOptions struct {
 	agentsDir string
 	data      string
 	natsURL   string
-	cluster   clusterOptions // serve only: see cluster.go
-	model     string
-	noSync    bool
+	// stream is the run log's stream (--stream; "" means the default).
+	stream  string
+	cluster clusterOptions // serve only: see cluster.go
+	model   string
+	noSync  bool
 	// groupCommit is how the store groups commits (--group-commit).
 	groupCommit commitMode
 	logger      *slog.Logger
@@ -70,6 +72,8 @@ type app struct {
 	red runtime.Secrets
 	// keys open the sealed events the views read (nil: none are).
 	keys *events.Keyring
+	// stream is the run log's stream.
+	stream string
 	// close stops the node (draining its attempts until ctx is done or
 	// its DrainTimeout), its MCP servers and its NATS connection, once.
 	close func(ctx context.Context)
@@ -77,7 +81,14 @@ type app struct {
 
 // source is the log the node's views read: its stream, opened with its
 // payload keys.
-func (a *app) source() projections.Source { return projections.Source{JS: a.js, Keys: a.keys} }
+func (a *app) source() projections.Source {
+	return projections.Source{JS: a.js, Stream: a.stream, Keys: a.keys}
+}
+
+// streamFlag is --stream: the run log's stream.
+func streamFlag(fs *flag.FlagSet, s *string) {
+	fs.StringVar(s, "stream", events.DefaultStream, "the run log's JetStream stream (one per deployment: its nodes, replay and consumers name the same)")
+}
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	dep, err := loadDeployment(o.agentsDir)
@@ -143,6 +154,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
 	cfg.Store.Keys = o.keys.ring
+	cfg.Store.Stream = o.stream
 	if o.metrics != nil {
 		cfg.Store.OnCommit = o.metrics.commit
 		cfg.Store.OnBatch = o.metrics.batch
@@ -164,7 +176,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	started = true
 	var once sync.Once
-	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, keys: o.keys.ring, close: func(ctx context.Context) {
+	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, keys: o.keys.ring, stream: events.StreamName(o.stream), close: func(ctx context.Context) {
 		once.Do(func() {
 			// The drain is bounded by ctx and the node's DrainTimeout;
 			// the process is on its way out, so an error is logged, not
@@ -197,7 +209,7 @@ func connectWatched(o nodeOptions) (*nats.Conn, func(), func() error, error) {
 		}
 		return nc, nc.Close, nil, nil
 	}
-	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync})
+	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync, Stream: o.stream})
 	if err != nil {
 		return nil, nil, nil, err
 	}

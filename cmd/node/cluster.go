@@ -481,9 +481,6 @@ func startMember(ctx context.Context, o nodeOptions) (*app, error) {
 // stream needs three). A restart must not wait for every peer: with one
 // server's JetStream off (a full disk), placing a new R3 stream fails with
 // "no suitable peers" while the log itself serves on a quorum.
-// logStream is the run log's stream.
-const logStream = "CAIRN"
-
 func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o nodeOptions) error {
 	js, err := njs.New(nc)
 	if err != nil {
@@ -494,7 +491,7 @@ func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o node
 	var logged time.Time
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := js.Stream(pctx, logStream)
+		_, err := js.Stream(pctx, events.StreamName(o.stream))
 		if errors.Is(err, njs.ErrStreamNotFound) {
 			_, err = js.CreateOrUpdateStream(pctx, njs.StreamConfig{Name: probe, Subjects: []string{"cairn_probe." + c.name}, Replicas: c.replicaCount(), Storage: njs.MemoryStorage})
 			if err == nil {

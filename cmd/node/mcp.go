@@ -30,9 +30,10 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 	groupCommitFlag(fs, &o.groupCommit)
 	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	payloadKeysFlag(fs, &o.keys)
+	streamFlag(fs, &o.stream)
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
-	if err := parseFlags(fs, args, "agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config"); err != nil {
+	if err := parseFlags(fs, args, "agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "stream"); err != nil {
 		return parseFailed(stderr, "node mcp", err)
 	}
 	if *config != "" {

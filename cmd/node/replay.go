@@ -50,7 +50,8 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.diffRun, "diff-run", "", "diff the run with this run, revision by revision")
 	fs.BoolVar(&o.raw, "raw", false, "print what the run saw unredacted, secrets included (replay reads the log itself: whoever runs it can read them anyway)")
 	payloadKeysFlag(fs, &o.keys)
-	if err := parseFlags(fs, args, "data", "nats", "agents", "model", "payload-keys"); err != nil {
+	streamFlag(fs, &o.stream)
+	if err := parseFlags(fs, args, "data", "nats", "agents", "model", "payload-keys", "stream"); err != nil {
 		return parseFailed(stderr, "node replay", err)
 	}
 	if fs.NArg() != 1 {
@@ -84,9 +85,9 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 type replayOptions struct {
-	data, natsURL, agentsDir, at, forkAgent, diff, diffRun, run, model string
-	json, redrive, fork, acceptContract, raw                           bool
-	keys                                                               payloadKeys
+	data, natsURL, agentsDir, at, forkAgent, diff, diffRun, run, model, stream string
+	json, redrive, fork, acceptContract, raw                                   bool
+	keys                                                                       payloadKeys
 }
 
 // flagError is a bad flag value, named.
@@ -108,7 +109,7 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 	if o.fork && o.at == "" {
 		return &flagError{"at", "--fork needs the revision to fork from"}
 	}
-	nc, closeConn, err := connect(nodeOptions{data: o.data, natsURL: o.natsURL})
+	nc, closeConn, err := connect(nodeOptions{data: o.data, natsURL: o.natsURL, stream: o.stream})
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func replayRun(ctx context.Context, o replayOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	src := replay.Source{JS: js, Keys: o.keys.ring}
+	src := replay.Source{JS: js, Stream: o.stream, Keys: o.keys.ring}
 	h, err := replay.Load(ctx, src, o.run)
 	if err != nil {
 		return err
@@ -229,7 +230,7 @@ func replaySetup(agentsDir, agent string) (replay.Setup, error) {
 // forkRun writes the fork, then starts a node on the same log that adopts
 // the forked run and runs it to its end (with --model, another model).
 func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, h *replay.History, at int64, o replayOptions, closeNATS func()) error {
-	store, err := logStore(ctx, nc, js, "replay-fork", o.keys.ring)
+	store, err := logStore(ctx, nc, js, o.stream, "replay-fork", o.keys.ring)
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 	// The embedded server holds the data directory: release it before the
 	// node starts its own.
 	closeNATS()
-	a, err := startApp(ctx, nodeOptions{agentsDir: o.agentsDir, data: o.data, natsURL: o.natsURL, model: o.model, keys: o.keys, logger: slog.New(slog.DiscardHandler)})
+	a, err := startApp(ctx, nodeOptions{agentsDir: o.agentsDir, data: o.data, natsURL: o.natsURL, stream: o.stream, model: o.model, keys: o.keys, logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -273,12 +274,13 @@ func forkRun(ctx context.Context, w io.Writer, nc *nats.Conn, js njs.JetStream, 
 // logStore opens the store on the log as it is: with the stream's own
 // replica count (a clustered node's stream is R3), so the store's check of
 // the stream's configuration passes.
-func logStore(ctx context.Context, nc *nats.Conn, js njs.JetStream, holder string, keys *events.Keyring) (*jetstream.Store, error) {
-	st, err := js.Stream(ctx, "CAIRN")
+func logStore(ctx context.Context, nc *nats.Conn, js njs.JetStream, stream, holder string, keys *events.Keyring) (*jetstream.Store, error) {
+	stream = events.StreamName(stream)
+	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("stream CAIRN: %w", err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return jetstream.New(ctx, nc, jetstream.Config{Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now, Keys: keys})
+	return jetstream.New(ctx, nc, jetstream.Config{Stream: stream, Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now, Keys: keys})
 }
 
 func randomID() string {

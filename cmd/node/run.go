@@ -34,7 +34,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	mcpServers := fs.String("mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	var keys payloadKeys
 	payloadKeysFlag(fs, &keys)
-	if err := parseFlags(fs, args, "group-commit", "mcp-servers", "payload-keys"); err != nil {
+	var stream string
+	streamFlag(fs, &stream)
+	if err := parseFlags(fs, args, "group-commit", "mcp-servers", "payload-keys", "stream"); err != nil {
 		return parseFailed(stderr, "node run", err)
 	}
 	rest := fs.Args()
@@ -44,14 +46,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	// run counts the interrupts itself (the first drains, a second stops).
 	err := run(context.Background(), runOptions{file: rest[0], task: strings.Join(rest[1:], " "), data: *data, natsURL: *natsURL,
-		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers, groupCommit: gc, keys: keys}, stdout)
+		model: *modelFlag, resume: *resume, noSync: *noSync, json: *asJSON, mcpServers: *mcpServers, groupCommit: gc, keys: keys, stream: stream}, stdout)
 	var interrupted *interruptedError
 	switch {
 	case errors.As(err, &interrupted):
 		resumeArgs := []string{"run", "--data", *data}
 		fs.Visit(func(f *flag.Flag) { // the flags given that the continuation needs too
 			switch f.Name {
-			case "nats", "model", "nosync", "mcp-servers", "group-commit", "payload-keys":
+			case "nats", "model", "nosync", "mcp-servers", "group-commit", "payload-keys", "stream":
 				resumeArgs = append(resumeArgs, "--"+f.Name+"="+f.Value.String())
 			}
 		})
@@ -98,6 +100,7 @@ type runOptions struct {
 	mcpServers                               string
 	groupCommit                              commitMode
 	keys                                     payloadKeys
+	stream                                   string
 }
 
 type interruptedError struct{ run string }
@@ -132,7 +135,7 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 			return
 		}
 	}()
-	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit, keys: o.keys,
+	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, stream: o.stream, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit, keys: o.keys,
 		sink: p.emit, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err

@@ -48,12 +48,13 @@ func serveCmd(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8700", "HTTP address")
 	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
 	payloadKeysFlag(fs, &o.keys)
+	streamFlag(fs, &o.stream)
 	token := fs.String("token", "", "bearer token of the default principal")
 	fs.StringVar(&o.raw, "raw-principals", "", "comma-separated principals whose views of their own runs are not redacted (see docs/operations.md, Security)")
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "stream"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
@@ -149,10 +150,12 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	if err != nil {
 		return err
 	}
-	apiSrv, err := api.New(api.Config{Node: a.node, Index: ix, JS: a.js, Keys: a.keys, Redactor: a.red, Tokens: o.tokens, Raw: raw,
-		Setup:     func(agent string) (replay.Setup, error) { return setupFor(a.dep, agent) },
-		ForkStore: func(ctx context.Context) (*jetstream.Store, error) { return logStore(ctx, a.nc, a.js, "fork", a.keys) },
-		Logger:    o.logger})
+	apiSrv, err := api.New(api.Config{Node: a.node, Index: ix, JS: a.js, Stream: a.stream, Keys: a.keys, Redactor: a.red, Tokens: o.tokens, Raw: raw,
+		Setup: func(agent string) (replay.Setup, error) { return setupFor(a.dep, agent) },
+		ForkStore: func(ctx context.Context) (*jetstream.Store, error) {
+			return logStore(ctx, a.nc, a.js, a.stream, "fork", a.keys)
+		},
+		Logger: o.logger})
 	if err != nil {
 		return err
 	}

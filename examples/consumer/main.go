@@ -76,7 +76,7 @@ func follow(ctx context.Context, js jetstream.JetStream, keys *events.Keyring, s
 		}
 		filter = events.RunAll(session, run)
 	}
-	st, err := js.Stream(ctx, "CAIRN")
+	st, err := js.Stream(ctx, events.DefaultStream)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 
 	njs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 	"github.com/cairn-agents/cairn/runtime/jstool"
@@ -136,7 +137,7 @@ func run(dir string) error {
 	fmt.Printf("tokens: %d in, %d out; steps reserved: %d\n", usage.in, usage.out, 10-ctrl.remaining())
 
 	js, _ := njs.New(nc)
-	st, _ := js.Stream(ctx, "CAIRN")
+	st, _ := js.Stream(ctx, events.DefaultStream)
 	info, _ := st.Info(ctx)
 	fmt.Printf("log: %d events in stream CAIRN\n", info.State.Msgs)
 	return nil

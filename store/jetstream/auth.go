@@ -172,21 +172,17 @@ func ReaderPermissions(stream string) *server.Permissions {
 	}
 }
 
-// LogStream is the run log's stream (Config.Stream's default), the one
-// ReaderUser may read.
-const LogStream = "CAIRN"
-
 // nodeInbox is the prefix of the reply subjects of the node's own
 // connections (Server.Connect): not under _INBOX.>, so a reader, who may
 // subscribe there, does not see the replies the node receives (its
 // buckets' values, other streams).
 const nodeInbox = "_CAIRN_INBOX"
 
-// users are the server's users for creds.
-func users(c *Credentials) []*server.User {
+// users are the server's users for creds; the reader reads stream.
+func users(c *Credentials, stream string) []*server.User {
 	return []*server.User{
 		{Username: AdminUser, Password: c.Admin},
-		{Username: ReaderUser, Password: c.Reader, Permissions: ReaderPermissions(LogStream)},
+		{Username: ReaderUser, Password: c.Reader, Permissions: ReaderPermissions(stream)},
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/cairn-agents/cairn/events"
 )
 
 // ServerConfig configures an embedded NATS server with JetStream.
@@ -48,6 +50,9 @@ type ServerConfig struct {
 	// and checks the other's against the route's host). Nil means clear
 	// text on both.
 	TLS *TLSConfig
+	// Stream is the run log's stream, the one ReaderUser may read; ""
+	// means events.DefaultStream (as Config.Stream).
+	Stream string
 }
 
 // TLSConfig names PEM files: the server's certificate (valid for the hosts
@@ -135,7 +140,7 @@ func startServer(cfg ServerConfig) (*Server, error) {
 		SyncAlways: !cfg.NoSync,
 		NoLog:      true,
 		NoSigs:     true,
-		Users:      users(creds),
+		Users:      users(creds, events.StreamName(cfg.Stream)),
 		// Without a limit of its own the server takes 75% of the disk's
 		// free space at its start as its storage limit, for its whole
 		// life: a node restarted while its disk was full refused every

@@ -56,7 +56,7 @@ import (
 
 // Config configures a Store.
 type Config struct {
-	// Stream is the stream name; "" means CAIRN.
+	// Stream is the stream name; "" means events.DefaultStream.
 	Stream string
 	// Replicas of the stream: 1 on a single server, 3 in a NATS cluster.
 	// Zero means 1.
@@ -114,7 +114,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		return nil, errors.New("jetstream: New: nil connection")
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = "CAIRN"
+		cfg.Stream = events.DefaultStream
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1

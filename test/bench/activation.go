@@ -84,7 +84,7 @@ func b8(ctx context.Context, cfg config, runs, perRun int) (row, error) {
 	base, err := newLoader(1, func(int) (func(context.Context) error, error) {
 		return func(ctx context.Context) error {
 			sess := pick()
-			n, err := directGetAll(ctx, nc, "CAIRN", events.SessionAll(sess))
+			n, err := directGetAll(ctx, nc, events.DefaultStream, events.SessionAll(sess))
 			if err != nil {
 				return err
 			}

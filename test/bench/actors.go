@@ -135,7 +135,7 @@ func startCalcNode(ctx context.Context, gc jetstream.GroupCommit) (*calcNode, er
 			}
 		},
 		OnBatch: func(ev jetstream.BatchEvent) {
-			if ev.Err == nil && ev.Stream == "CAIRN" {
+			if ev.Err == nil && ev.Stream == events.DefaultStream {
 				c.batches.Add(1)
 			}
 		}}}.start(ctx, nc)
@@ -341,7 +341,7 @@ func b4(ctx context.Context, cfg config) (row, error) {
 	}
 	defer func() { _ = node.Close(context.Background()) }()
 	js, _ := njs.New(nc)
-	stream, err := js.Stream(ctx, "CAIRN")
+	stream, err := js.Stream(ctx, events.DefaultStream)
 	if err != nil {
 		return row{}, err
 	}
@@ -625,7 +625,7 @@ func b7(ctx context.Context, cfg config, runs int) (row, error) {
 		return row{}, err
 	}
 	js, _ := njs.New(nc)
-	stream, err := js.Stream(ctx, "CAIRN")
+	stream, err := js.Stream(ctx, events.DefaultStream)
 	if err != nil {
 		return row{}, err
 	}
