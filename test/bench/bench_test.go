@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
 	all := map[string]bool{}
-	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1", "W2"} {
 		all[s] = true
 	}
 	rows, err := run(context.Background(), smokeConfig(all))
@@ -34,9 +34,9 @@ func TestSmoke(t *testing.T) {
 	}
 	// B1, B1gc, B1s, B2, B3, B3gc, B6 and W1 have two rows each (writers
 	// 1 and 4; sync modes; two scripts; 1 and 64 runs), B4, B5, B7 and
-	// B8 one.
-	if len(rows) != 20 {
-		t.Fatalf("%d rows, want 20", len(rows))
+	// B8 one; W2 four (two shapes, two stores).
+	if len(rows) != 24 {
+		t.Fatalf("%d rows, want 24", len(rows))
 	}
 	var b strings.Builder
 	print(&b, rows)
