@@ -16,7 +16,7 @@ import (
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
 )
 
-// readRecorded reads a recorded log (events/testdata/v1: one JSON line per
+// readRecorded reads a recorded log (events/testdata/v1*: one JSON line per
 // message, its body and headers).
 func readRecorded(t testing.TB, path string) []projections.Event {
 	t.Helper()
@@ -48,11 +48,43 @@ func readRecorded(t testing.TB, path string) []projections.Event {
 
 var resultID = regexp.MustCompile(`,"result_id":"[^"]*"`)
 
-// The recorded logs of an earlier build (events/testdata/v1) still read
-// and re-drive on this build, and the re-drive names exactly what changed
-// in the loop's commits since they were recorded.
+// The logs recorded by this build's loop (events/testdata/v1, written by
+// go run ./test/recordlogs) read and re-drive exactly: every write the
+// log holds is reproduced, under the same contract.
 func TestRedriveRecordedLogs(t *testing.T) {
 	files, _ := filepath.Glob("../../events/testdata/v1/*.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no recorded logs")
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			h, err := replay.FromEvents("r1", readRecorded(t, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := replay.Redrive(t.Context(), h, 0, setup(runtimetest.NewHost(t, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Exact() || rep.ContractChanged != "" || rep.Reproduced != rep.Logged || rep.Logged < 2 {
+				d := rep.Divergence
+				if d != nil {
+					t.Fatalf("re-drive diverged at revision %d (%v), %d/%d reproduced, contract change %q:\n logged  %s\n redrive %s\n"+
+						"a deliberate change of the loop's commits: record again (go run ./test/recordlogs) and keep the old logs as an earlier build's",
+						d.Revision, d.Fields, rep.Reproduced, rep.Logged, rep.ContractChanged, d.Logged, d.Redriven)
+				}
+				t.Fatalf("re-drive not exact: %d/%d reproduced, contract change %q", rep.Reproduced, rep.Logged, rep.ContractChanged)
+			}
+		})
+	}
+}
+
+// The logs recorded by an earlier build (events/testdata/v1-early, before
+// the journal named each call's result message) still read
+// and re-drive on this build, and the re-drive names exactly what changed
+// in the loop's commits since they were recorded.
+func TestRedriveEarlierBuildsLogs(t *testing.T) {
+	files, _ := filepath.Glob("../../events/testdata/v1-early/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no recorded logs")
 	}
@@ -84,7 +116,7 @@ func TestRedriveRecordedLogs(t *testing.T) {
 			// here and says where.
 			d := rep.Divergence
 			if d == nil {
-				t.Fatalf("recorded log re-drove exactly (%d/%d): re-record events/testdata/v1 and make this test demand Exact", rep.Reproduced, rep.Logged)
+				t.Fatalf("an earlier build's log re-drove exactly (%d/%d): it no longer shows what changed since", rep.Reproduced, rep.Logged)
 			}
 			if fmt.Sprint(d.Fields) != "[calls]" || resultID.ReplaceAllString(d.Redriven, "") != d.Logged {
 				t.Fatalf("re-drive of a recorded log differs beyond result_id at revision %d (%v):\n logged  %s\n redrive %s", d.Revision, d.Fields, d.Logged, d.Redriven)
@@ -102,7 +134,7 @@ func TestRedriveRecordedLogs(t *testing.T) {
 // Whatever the log holds, reading a history and its timeline, states and
 // usage never panics.
 func FuzzHistory(f *testing.F) {
-	files, _ := filepath.Glob("../../events/testdata/v1/*.jsonl")
+	files, _ := filepath.Glob("../../events/testdata/v1*/*.jsonl")
 	for _, path := range files {
 		for _, e := range readRecorded(f, path) {
 			b, _, err := events.Encode(e.Envelope, "x")
