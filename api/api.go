@@ -106,6 +106,11 @@ func New(cfg Config) (*Server, error) {
 	case cfg.ForkStore == nil:
 		return nil, errors.New("api: Config.ForkStore is required")
 	}
+	if cfg.Stream != "" {
+		if err := events.CheckStreamName(cfg.Stream); err != nil {
+			return nil, fmt.Errorf("api: Config.Stream: %w", err)
+		}
+	}
 	for who := range cfg.Raw {
 		known := len(cfg.Tokens) == 0 && who == "local"
 		for _, p := range cfg.Tokens {
@@ -145,6 +150,10 @@ func (x *Server) Register(mux *http.ServeMux, stopping context.Context) {
 func (x *Server) source() projections.Source {
 	return projections.Source{JS: x.js, Stream: x.stream, Keys: x.keys}
 }
+
+// Authenticates reports whether the API takes bearer tokens; without, every
+// caller is the local principal (a loopback node only).
+func (x *Server) Authenticates() bool { return len(x.tokens) > 0 }
 
 // Principal resolves a bearer token to its principal: false for a token
 // the node does not know. Without tokens there is nothing to resolve.

@@ -108,8 +108,10 @@ type entry struct {
 	Port  int      `json:"port"`
 	Kinds []string `json:"kinds"`
 
-	// seen is when the bucket stored the revision this was read from.
+	// seen is when the bucket stored the revision this was read from,
+	// and rev that revision.
 	seen time.Time
+	rev  uint64
 }
 
 func (e entry) member() *pcluster.Member {
@@ -409,7 +411,7 @@ func (p *Provider) watchOnce(ctx context.Context) error {
 			p.mu.Unlock()
 			p.confirm(ctx, prev, snapshot)
 			p.mu.Lock()
-			p.members, p.synced = snapshot, true
+			p.members, p.synced = merged(prev, p.members, snapshot), true
 			p.mu.Unlock()
 			p.push(false)
 			continue
@@ -443,7 +445,7 @@ func (p *Provider) apply(m map[string]entry, e jetstream.KeyValueEntry) {
 		p.log.Warn("cluster: ignoring a malformed member entry", "key", e.Key(), "err", err)
 		return
 	}
-	v.seen = e.Created()
+	v.seen, v.rev = e.Created(), e.Revision()
 	m[e.Key()] = v
 }
 
@@ -457,6 +459,9 @@ func (p *Provider) apply(m map[string]entry, e jetstream.KeyValueEntry) {
 // good while it is healthy (seen under load: TestTransientErrorsRemoveNoOne).
 // So an absent member is dropped only if its last revision is older than
 // the TTL and a read of its key finds it gone; a failed read keeps it.
+// The price: a member that left gracefully while this member's watch was
+// restarting (its delete not replayed by the new watch) stays listed until
+// its last revision is a TTL old, as if it had crashed.
 func (p *Provider) confirm(ctx context.Context, prev, next map[string]entry) {
 	for id, old := range prev {
 		if _, ok := next[id]; ok || id == p.self.ID {
@@ -470,8 +475,34 @@ func (p *Provider) confirm(ctx context.Context, prev, next map[string]entry) {
 	}
 }
 
+// merged is a complete read (next) as it may replace the member list,
+// given the list it was read against (prev) and the list as it is now
+// (cur): the reads of confirm leave the list unlocked, and the watch may
+// have changed it meanwhile. What changed since prev wins: a member added
+// or refreshed to a newer revision stays in, one removed stays out (a
+// member dropped and then listed again is blocked by protoactor-go for
+// good, the harm this guards against).
+func merged(prev, cur, next map[string]entry) map[string]entry {
+	for id, e := range cur {
+		if old, had := prev[id]; had && e.rev <= old.rev {
+			continue
+		}
+		if n, ok := next[id]; !ok || e.rev >= n.rev {
+			next[id] = e
+		}
+	}
+	for id := range prev {
+		if _, still := cur[id]; !still {
+			delete(next, id)
+		}
+	}
+	return next
+}
+
 // gone reports whether a read of a member's key finds it deleted or
-// expired. A failed read is not an answer: gone reports false.
+// expired, or holding a revision older than twice the TTL (not this
+// member's: the server did not expire it in time, as apply). A failed
+// read is not an answer: gone reports false.
 func (p *Provider) gone(ctx context.Context, id string) bool {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.TTL)
 	defer cancel()
@@ -483,7 +514,7 @@ func (p *Provider) gone(ctx context.Context, id string) bool {
 		p.log.Debug("cluster: reading a member's entry failed; keeping it", "self", p.self.ID, "member", id, "err", err)
 		return false
 	}
-	return e.Operation() != jetstream.KeyValuePut
+	return e.Operation() != jetstream.KeyValuePut || (id != p.self.ID && time.Since(e.Created()) > 2*p.cfg.TTL)
 }
 
 // snapshot reads the whole bucket once. Expiry markers are how watchers
@@ -522,7 +553,7 @@ func (p *Provider) snapshot(ctx context.Context) error {
 			}
 			p.confirm(ctx, prev, m)
 			p.mu.Lock()
-			p.members = m
+			p.members = merged(prev, p.members, m)
 			p.mu.Unlock()
 			return nil
 		}

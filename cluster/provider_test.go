@@ -33,6 +33,8 @@ type faultyKV struct {
 	failGet     bool
 	dropMarkers bool   // watches never deliver a delete or an expiry marker after their initial values
 	hide        string // watches leave this key out of their initial values, as the nats.go watcher can under concurrent writes
+	stale       string // a Get of this key answers its last value, refreshed long ago, as a server that never expired it
+	staleValue  []byte
 	watchCancel []context.CancelFunc
 }
 
@@ -67,13 +69,29 @@ func (f *faultyKV) Update(ctx context.Context, key string, value []byte, rev uin
 
 func (f *faultyKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	f.mu.Lock()
-	fail := f.failGet
+	fail, stale, value := f.failGet, f.stale, f.staleValue
 	f.mu.Unlock()
 	if fail {
 		return nil, errInjected
 	}
+	if key == stale {
+		return staleEntry{key: key, value: value}, nil
+	}
 	return f.KV.Get(ctx, key)
 }
+
+// staleEntry is a member's entry last refreshed three TTLs ago.
+type staleEntry struct {
+	jetstream.KeyValueEntry
+	key   string
+	value []byte
+}
+
+func (e staleEntry) Key() string                     { return e.key }
+func (e staleEntry) Value() []byte                   { return e.value }
+func (e staleEntry) Revision() uint64                { return 1 }
+func (e staleEntry) Created() time.Time              { return time.Now().Add(-3 * ttl) }
+func (e staleEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 func (f *faultyKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	f.mu.Lock()
@@ -354,10 +372,17 @@ func expiryRemovesAMember(t *testing.T, start starter) {
 
 // An expiry whose marker never reaches the watch (seen when the bucket's
 // leader died) is still found by the periodic complete read.
-func TestExpiryWithoutMarkerRemovesAMember(t *testing.T)      { expiryWithoutMarker(t, startMember) }
-func TestExpiryWithoutMarkerRemovesAMemberAlone(t *testing.T) { expiryWithoutMarker(t, joinAlone) }
+func TestExpiryWithoutMarkerRemovesAMember(t *testing.T) { expiryWithoutMarker(t, startMember, false) }
+func TestExpiryWithoutMarkerRemovesAMemberAlone(t *testing.T) {
+	expiryWithoutMarker(t, joinAlone, false)
+}
 
-func expiryWithoutMarker(t *testing.T, start starter) {
+// Nor does a read of the key that answers a revision older than twice the
+// TTL keep a member: the server did not expire it in time.
+func TestStaleEntryRemovesAMember(t *testing.T)      { expiryWithoutMarker(t, startMember, true) }
+func TestStaleEntryRemovesAMemberAlone(t *testing.T) { expiryWithoutMarker(t, joinAlone, true) }
+
+func expiryWithoutMarker(t *testing.T, start starter, staleRead bool) {
 	kv := bucket(t)
 	a, b, c := start(t, kv, "a"), start(t, kv, "b"), start(t, kv, "c")
 	for _, m := range []*member{a, b, c} {
@@ -366,6 +391,15 @@ func expiryWithoutMarker(t *testing.T, start starter) {
 	for _, m := range []*member{a, b} {
 		m.kv.set(func(f *faultyKV) { f.dropMarkers = true; f.failWatch = true })
 		m.kv.set(func(f *faultyKV) { f.failWatch = false }) // the watch restarts, markerless
+	}
+	if staleRead {
+		e, err := kv.Get(context.Background(), c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []*member{a, b} {
+			m.kv.set(func(f *faultyKV) { f.stale, f.staleValue = c.id, e.Value() })
+		}
 	}
 	c.kv.set(func(f *faultyKV) { f.failUpdate = true })
 	for _, m := range []*member{a, b} {

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/session"
@@ -308,6 +310,27 @@ func (e Envelope) Payload(v any) error {
 // (jetstream.Config.Stream, the node's --stream). Every reader and writer
 // of the log names its stream through StreamName.
 const DefaultStream = "CAIRN"
+
+// CheckStreamName reports why name cannot name the log's stream (nil when
+// it can): JetStream's rule (no whitespace, ".", "*", ">", path separators
+// or control characters; at most 255 bytes). A wildcard would also widen
+// the reader user's permissions, which name the stream.
+func CheckStreamName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > 255:
+		return fmt.Errorf("%d bytes, at most 255", len(name))
+	case strings.ContainsAny(name, ".*>/\\"):
+		return fmt.Errorf("%q holds one of . * > / \\", name)
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
+			return fmt.Errorf("%q holds whitespace or a control character", name)
+		}
+	}
+	return nil
+}
 
 // StreamName is the stream a configured name means: name, or
 // DefaultStream when it is empty.

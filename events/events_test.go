@@ -280,3 +280,16 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	})
 }
+
+// A stream name is one JetStream takes, and no wildcard (the reader's
+// permissions name the stream).
+func TestCheckStreamName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"CAIRN": true, "agent_log-2": true, "": false, "a.b": false, "a*": false, "a>": false, "a/b": false,
+		`a\b`: false, "a b": false, "a\tb": false, "a\x00": false, strings.Repeat("a", 256): false, strings.Repeat("a", 255): true,
+	} {
+		if err := events.CheckStreamName(name); (err == nil) != ok {
+			t.Errorf("CheckStreamName(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+}

@@ -108,8 +108,14 @@ type (
 // maxWait bounds get_run's wait.
 const maxWait = 300 * time.Second
 
-// New is the MCP server over a running node.
-func New(cfg Config) *sdk.Server {
+// New checks cfg and returns the MCP server over a running node.
+func New(cfg Config) (*sdk.Server, error) {
+	switch {
+	case cfg.Node == nil:
+		return nil, errors.New("mcpserver: Config.Node is required")
+	case cfg.Agents == nil:
+		return nil, errors.New("mcpserver: Config.Agents is required")
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -131,7 +137,7 @@ func New(cfg Config) *sdk.Server {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes}}, m.answer)
 	sdk.AddTool(s, &sdk.Tool{Name: "cancel_run", Description: "Cancel a run.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true}}, m.cancel)
-	return s
+	return s, nil
 }
 
 type tools struct {
@@ -303,11 +309,11 @@ func (m *tools) cancel(ctx context.Context, req *sdk.CallToolRequest, in runIn) 
 // configured, every request needs one (the API's tokens and principals),
 // and a session stays with the principal that opened it (the SDK refuses a
 // session ID presented with another principal's token).
-func Handler(srv *sdk.Server, a *api.Server, tokens bool, logger *slog.Logger) http.Handler {
+func Handler(srv *sdk.Server, a *api.Server, logger *slog.Logger) http.Handler {
 	// Idle sessions end after half an hour (a client that went away
 	// leaves nothing behind); a client that comes back starts a new one.
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Logger: logger, SessionTimeout: 30 * time.Minute})
-	if !tokens {
+	if !a.Authenticates() {
 		return h // loopback only (serve refuses otherwise): the local principal
 	}
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {

@@ -85,9 +85,22 @@ func (a *app) source() projections.Source {
 	return projections.Source{JS: a.js, Stream: a.stream, Keys: a.keys}
 }
 
-// streamFlag is --stream: the run log's stream.
+// streamFlag is --stream: the run log's stream, a name JetStream takes.
 func streamFlag(fs *flag.FlagSet, s *string) {
-	fs.StringVar(s, "stream", events.DefaultStream, "the run log's JetStream stream (one per deployment: its nodes, replay and consumers name the same)")
+	*s = events.DefaultStream
+	fs.Var((*streamName)(s), "stream", "the run log's JetStream stream (one per deployment: its nodes, replay and consumers name the same)")
+}
+
+type streamName string
+
+func (s *streamName) String() string { return string(*s) }
+
+func (s *streamName) Set(v string) error {
+	if err := events.CheckStreamName(v); err != nil {
+		return fmt.Errorf("not a stream name: %w", err)
+	}
+	*s = streamName(v)
+	return nil
 }
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {

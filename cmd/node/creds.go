@@ -47,7 +47,9 @@ func credsCmd(args []string, stdout, stderr io.Writer) int {
 	data := set.String("data", ".cairn", "data directory of the node (its embedded server's credentials)")
 	listen := set.String("nats-listen", "", "the node's --nats-listen host:port, for the server URL")
 	ca := set.String("nats-tls-ca", "", "the node's --nats-tls-ca, when its server speaks TLS")
-	if err := parseFlags(set, args, "data", "nats-listen", "nats-tls-ca"); err != nil {
+	var stream string
+	streamFlag(set, &stream)
+	if err := parseFlags(set, args, "data", "nats-listen", "nats-tls-ca", "stream"); err != nil {
 		return parseFailed(stderr, "node creds", err)
 	}
 	if set.NArg() > 0 {
@@ -82,13 +84,13 @@ func credsCmd(args []string, stdout, stderr io.Writer) int {
 	if *ca != "" {
 		server += " --tlsca " + *ca
 	}
-	fmt.Fprintf(stdout, `# The run log, read only (the CAIRN stream through consumers and direct gets;
+	fmt.Fprintf(stdout, `# The run log, read only (the %[6]s stream through consumers and direct gets;
 # no publish under cairn.>). For event-stream consumers:
-nats --server %[1]s --user %[2]s --password %[3]s stream view CAIRN
+nats --server %[1]s --user %[2]s --password %[3]s stream view %[6]s
 
 # WARNING: the node's own user: every permission, including writing the run
 # log and its buckets. For an operator's repairs only; never hand it out.
 nats --server %[1]s --user %[4]s --password %[5]s
-`, server, jetstream.ReaderUser, c.Reader, jetstream.AdminUser, c.Admin)
+`, server, jetstream.ReaderUser, c.Reader, jetstream.AdminUser, c.Admin, stream)
 	return 0
 }

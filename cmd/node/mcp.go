@@ -59,7 +59,11 @@ func mcpCmd(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io
 	}
 	defer ix.Close(context.Background())
 	o.logger.Info("node mcp serving on stdio", "agents", len(a.dep.agents))
-	srv := mcpserver.New(mcpserver.Config{Node: a.node, Agents: a.dep.list, Redactor: a.red, Index: ix, Logger: o.logger})
+	srv, err := mcpserver.New(mcpserver.Config{Node: a.node, Agents: a.dep.list, Redactor: a.red, Index: ix, Logger: o.logger})
+	if err != nil {
+		fmt.Fprintln(stderr, "node mcp:", err)
+		return 1
+	}
 	err = srv.Run(ctx, &sdk.IOTransport{Reader: stdin, Writer: stdout})
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		fmt.Fprintln(stderr, "node mcp:", err)

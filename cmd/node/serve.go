@@ -168,8 +168,11 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	mux.Handle("GET /metrics", m)
 	web.Register(mux)
 	// Cairn as an MCP server, behind the same tokens.
-	mcpSrv := mcpserver.New(mcpserver.Config{Node: a.node, Agents: a.dep.list, Redactor: a.red, Index: ix, Logger: o.logger})
-	mux.Handle("/mcp", api.UntilStopping(stopping, mcpserver.Handler(mcpSrv, apiSrv, len(o.tokens) > 0, o.logger)))
+	mcpSrv, err := mcpserver.New(mcpserver.Config{Node: a.node, Agents: a.dep.list, Redactor: a.red, Index: ix, Logger: o.logger})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/mcp", api.UntilStopping(stopping, mcpserver.Handler(mcpSrv, apiSrv, o.logger)))
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err

@@ -103,3 +103,14 @@ func TestAnotherStreamName(t *testing.T) {
 		t.Fatalf("replay of the default stream:\n%s", out)
 	}
 }
+
+// A --stream that JetStream would refuse, or that would widen the
+// reader's permissions, is refused at the flag, named.
+func TestStreamFlagRefusesBadNames(t *testing.T) {
+	for _, bad := range []string{"a.b", "LOG>", "two words"} {
+		var out, errb strings.Builder
+		if code := replayCmd([]string{"--stream", bad, "r1"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-stream") || !strings.Contains(errb.String(), "not a stream name") {
+			t.Fatalf("replay --stream %q: exit %d\n%s", bad, code, errb.String())
+		}
+	}
+}

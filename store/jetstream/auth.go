@@ -18,7 +18,8 @@ import (
 const (
 	// AdminUser is the node itself: every permission.
 	AdminUser = "cairn"
-	// ReaderUser reads the run log (the CAIRN stream) through JetStream
+	// ReaderUser reads the run log (its stream, events.DefaultStream
+	// unless ServerConfig.Stream names another) through JetStream
 	// consumers and direct gets, and publishes nothing under cairn.>.
 	ReaderUser = "reader"
 	// RouteUser is the user name of the routes between clustered servers

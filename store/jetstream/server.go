@@ -117,6 +117,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 // startServer starts the server of StartServer, whose store directory is
 // writable and locked.
 func startServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Stream != "" {
+		if err := events.CheckStreamName(cfg.Stream); err != nil {
+			return nil, fmt.Errorf("jetstream: ServerConfig.Stream: %w", err)
+		}
+	}
 	host := cfg.Host
 	if host == "" {
 		host = "127.0.0.1"

@@ -116,6 +116,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Stream == "" {
 		cfg.Stream = events.DefaultStream
 	}
+	if err := events.CheckStreamName(cfg.Stream); err != nil {
+		return nil, fmt.Errorf("jetstream: Config.Stream: %w", err)
+	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}

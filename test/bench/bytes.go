@@ -50,6 +50,7 @@ func w2(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer s.Close(context.WithoutCancel(ctx))
 	js, _ := njs.New(nc)
 	exec, err := jsexec.New(jsexec.WithMode(jsexec.ModeInProcess))
 	if err != nil {
@@ -80,7 +81,8 @@ func w2(ctx context.Context, cfg config) ([]row, error) {
 		var logBytes float64
 		var parts []string
 		for name, b := range after {
-			if d := float64(b - before[name]); d > 0 {
+			if b > before[name] {
+				d := float64(b - before[name])
 				logBytes += d
 				if name != events.DefaultStream {
 					parts = append(parts, fmt.Sprintf("%s %.0f B", name, d/calls))
@@ -155,7 +157,8 @@ func streamBytes(ctx context.Context, js njs.JetStream) (map[string]uint64, erro
 }
 
 // countingStore counts what the memory store encodes of each commit: the
-// checkpoint as it encodes it, and the messages it appends.
+// checkpoint as it encodes it (its appended messages included), and each
+// appended message again, as the store encodes it for its transcript.
 type countingStore struct {
 	runtime.Store
 	bytes int64
