@@ -120,12 +120,19 @@ type atRequest struct {
 	At int64 `json:"at"`
 }
 
-func (x *Server) redrive(w http.ResponseWriter, r *http.Request, principal string) {
+// atHistory reads a request naming a revision and the owned run's
+// history; false when an answer was written.
+func (x *Server) atHistory(w http.ResponseWriter, r *http.Request, principal string) (atRequest, *replay.History, bool) {
 	var req atRequest
 	if !decodeBody(w, r, &req) {
-		return
+		return req, nil, false
 	}
 	h, ok := x.history(w, r, principal)
+	return req, h, ok
+}
+
+func (x *Server) redrive(w http.ResponseWriter, r *http.Request, principal string) {
+	req, h, ok := x.atHistory(w, r, principal)
 	if !ok {
 		return
 	}
@@ -149,11 +156,7 @@ func (x *Server) redrive(w http.ResponseWriter, r *http.Request, principal strin
 }
 
 func (x *Server) fork(w http.ResponseWriter, r *http.Request, principal string) {
-	var req atRequest
-	if !decodeBody(w, r, &req) {
-		return
-	}
-	h, ok := x.history(w, r, principal)
+	req, h, ok := x.atHistory(w, r, principal)
 	if !ok {
 		return
 	}

@@ -38,7 +38,6 @@ import (
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
 	"github.com/cairn-agents/cairn/runtime/model"
-	"github.com/cairn-agents/cairn/runtime/runtimetest"
 	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -696,28 +695,7 @@ const b2Calls = 10*10 + 1
 func b2Run(exec runtime.ExecutorFactory) func(context.Context, runtime.Store) error {
 	// A response of 10 calls, 10 steps: what a model does, not a stress test
 	// of a 100-call journal.
-	const perStep, nSteps = 10, 10
-	var steps []model.Response
-	for st := 0; st < nSteps; st++ {
-		parts := make([]model.Part, perStep)
-		for i := range parts {
-			parts[i] = model.Call(fmt.Sprintf("c%d-%d", st, i), "run_js", `{"code":"return 1"}`)
-		}
-		steps = append(steps, model.Reply(parts...))
-	}
-	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
-	return func(ctx context.Context, h runtime.Store) error {
-		host := runtimetest.NewHost(nil, nil, steps...)
-		in := host.Input(h)
-		in.ExecutorFactory = exec
-		in.Definition.Subagents, in.Subagents = nil, nil
-		in.Controller = &runtimetest.Controller{}
-		res, err := runtime.Run(ctx, in)
-		if err == nil && res.Reply == nil {
-			err = fmt.Errorf("b2 run: no reply")
-		}
-		return err
-	}
+	return shapeRun(exec, w2Shape{name: "b2", perStep: 10, steps: 10})
 }
 
 // The environment variable that makes this binary (the harness or its test
