@@ -79,17 +79,8 @@ type Config struct {
 
 // Server serves the API over one node.
 type Server struct {
-	node      *actors.Node
-	ix        *runindex.Index
-	js        njs.JetStream
-	stream    string
-	keys      *events.Keyring
-	red       runtime.Secrets
-	tokens    map[string]string
-	raw       map[string]bool
-	setup     func(agent string) (replay.Setup, error)
-	forkStore func(ctx context.Context) (*jetstream.Store, error)
-	log       *slog.Logger
+	cfg Config // as New checked it, Stream named
+	log *slog.Logger
 }
 
 // New checks cfg and returns the API over it.
@@ -124,8 +115,8 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{node: cfg.Node, ix: cfg.Index, js: cfg.JS, stream: events.StreamName(cfg.Stream), keys: cfg.Keys, red: cfg.Redactor, tokens: cfg.Tokens, raw: cfg.Raw,
-		setup: cfg.Setup, forkStore: cfg.ForkStore, log: log}, nil
+	cfg.Stream = events.StreamName(cfg.Stream)
+	return &Server{cfg: cfg, log: log}, nil
 }
 
 // Register adds the API's routes to mux. Its streams (events) end when
@@ -148,18 +139,18 @@ func (x *Server) Register(mux *http.ServeMux, stopping context.Context) {
 
 // source is the log the views read.
 func (x *Server) source() projections.Source {
-	return projections.Source{JS: x.js, Stream: x.stream, Keys: x.keys}
+	return projections.Source{JS: x.cfg.JS, Stream: x.cfg.Stream, Keys: x.cfg.Keys}
 }
 
 // Authenticates reports whether the API takes bearer tokens; without, every
 // caller is the local principal (a loopback node only).
-func (x *Server) Authenticates() bool { return len(x.tokens) > 0 }
+func (x *Server) Authenticates() bool { return len(x.cfg.Tokens) > 0 }
 
 // Principal resolves a bearer token to its principal: false for a token
 // the node does not know. Without tokens there is nothing to resolve.
 func (x *Server) Principal(token string) (string, bool) {
 	principal := ""
-	for tok, who := range x.tokens {
+	for tok, who := range x.cfg.Tokens {
 		if subtle.ConstantTimeCompare([]byte(token), []byte(tok)) == 1 {
 			principal = who
 		}
@@ -187,10 +178,10 @@ type principalKey struct{}
 // redactorFor is the redaction of principal's views: none for a principal
 // granted raw values, the node's otherwise.
 func (x *Server) redactorFor(principal string) runtime.Redactor {
-	if x.raw[principal] {
+	if x.cfg.Raw[principal] {
 		return runtime.Secrets{}
 	}
-	return x.red
+	return x.cfg.Redactor
 }
 
 // apiError is the JSON error body.
@@ -211,7 +202,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (x *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		principal := "local"
-		if len(x.tokens) > 0 {
+		if len(x.cfg.Tokens) > 0 {
 			got, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			var known bool
 			if principal, known = x.Principal(got); !bearer || !known {
@@ -227,9 +218,9 @@ func (x *Server) auth(h func(http.ResponseWriter, *http.Request, string)) http.H
 // is reported as not found (C10: IDs never establish authority).
 func (x *Server) owned(w http.ResponseWriter, r *http.Request, principal string) (runindex.Entry, bool) {
 	id := r.PathValue("run")
-	e, ok := x.ix.Get(id)
+	e, ok := x.cfg.Index.Get(id)
 	if !ok {
-		rec, err := x.node.Lookup(r.Context(), id)
+		rec, err := x.cfg.Node.Lookup(r.Context(), id)
 		switch {
 		case err == nil:
 			e, ok = runindex.Entry{RunID: rec.RunID, SessionID: rec.SessionID, Agent: rec.Agent, Owner: rec.Owner, ParentRunID: rec.ParentRunID, RootRunID: rec.RootRunID}, true
@@ -313,7 +304,7 @@ func (x *Server) start(w http.ResponseWriter, r *http.Request, principal string)
 	if !x.admitting(w, r) { // ready.go: a 503 at once while the node cannot commit
 		return
 	}
-	s, err := x.node.StartRun(r.Context(), actors.StartRequest{Owner: principal, Agent: req.Agent, Message: req.Message, IdempotencyKey: key})
+	s, err := x.cfg.Node.StartRun(r.Context(), actors.StartRequest{Owner: principal, Agent: req.Agent, Message: req.Message, IdempotencyKey: key})
 	if x.nodeError(w, err) {
 		return
 	}
@@ -366,7 +357,7 @@ func (x *Server) list(w http.ResponseWriter, r *http.Request, principal string) 
 	if err == nil {
 		q.Owner = principal
 		var page projections.RunPage
-		if page, err = x.ix.Query(q); err == nil {
+		if page, err = x.cfg.Index.Query(q); err == nil {
 			x.writeView(w, r, http.StatusOK, page)
 			return
 		}
@@ -415,11 +406,11 @@ func (x *Server) show(w http.ResponseWriter, r *http.Request, principal string) 
 	if !ok {
 		return
 	}
-	st, reply, errText, err := x.node.Status(r.Context(), e.SessionID, e.RunID)
+	st, reply, errText, err := x.cfg.Node.Status(r.Context(), e.SessionID, e.RunID)
 	if x.nodeError(w, err) {
 		return
 	}
-	kids, usage, err := runDetails(r.Context(), x.node, e)
+	kids, usage, err := runDetails(r.Context(), x.cfg.Node, e)
 	if x.nodeError(w, err) {
 		return
 	}
@@ -474,7 +465,7 @@ func (x *Server) continueRun(w http.ResponseWriter, r *http.Request, principal s
 	if !decodeBody(w, r, &req) || !x.admitting(w, r) {
 		return
 	}
-	run, err := x.node.Continue(r.Context(), e.SessionID, req.Message)
+	run, err := x.cfg.Node.Continue(r.Context(), e.SessionID, req.Message)
 	if x.nodeError(w, err) {
 		return
 	}
@@ -486,7 +477,7 @@ func (x *Server) cancel(w http.ResponseWriter, r *http.Request, principal string
 	if !ok {
 		return
 	}
-	st, err := x.node.Cancel(r.Context(), e.SessionID, e.RunID, "cancelled through the API")
+	st, err := x.cfg.Node.Cancel(r.Context(), e.SessionID, e.RunID, "cancelled through the API")
 	if x.nodeError(w, err) {
 		return
 	}
@@ -517,7 +508,7 @@ func (x *Server) events(w http.ResponseWriter, r *http.Request, principal string
 		}
 		after = n
 	}
-	st, err := x.js.Stream(r.Context(), x.stream)
+	st, err := x.cfg.JS.Stream(r.Context(), x.cfg.Stream)
 	if x.nodeError(w, err) {
 		return
 	}
@@ -568,7 +559,7 @@ func (x *Server) events(w http.ResponseWriter, r *http.Request, principal string
 		if meta != nil {
 			seq = meta.Sequence.Stream
 		}
-		body, oerr := x.keys.Open(msg.Data())
+		body, oerr := x.cfg.Keys.Open(msg.Data())
 		if oerr != nil {
 			// Sealed with a key this node does not hold: say so, in
 			// the stream, rather than pass ciphertext on or stop.

@@ -18,7 +18,7 @@ const unreadyRetryAfter = "2"
 func (x *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if ok, reason := x.node.Ready(ctx); !ok {
+	if ok, reason := x.cfg.Node.Ready(ctx); !ok {
 		w.Header().Set("Retry-After", unreadyRetryAfter)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": reason})
 		return
@@ -33,7 +33,7 @@ func (x *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (x *Server) admitting(w http.ResponseWriter, r *http.Request) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if ok, reason := x.node.Ready(ctx); !ok {
+	if ok, reason := x.cfg.Node.Ready(ctx); !ok {
 		unavailable(w, "the node cannot start a run now: %s", reason)
 		return false
 	}

@@ -49,12 +49,12 @@ func TestRedactJSONSeesDecodedValues(t *testing.T) {
 // principal granted raw values (--raw-principals).
 func TestWriteViewRedacts(t *testing.T) {
 	const secret = `sk-live-0123456789&abc`
-	x := &Server{red: runtime.Secrets{secret}, raw: map[string]bool{"auditor": true}, log: slog.New(slog.DiscardHandler)}
+	x := &Server{cfg: Config{Redactor: runtime.Secrets{secret}, Raw: map[string]bool{"auditor": true}}, log: slog.New(slog.DiscardHandler)}
 	var seen []string
 	h := x.auth(func(w http.ResponseWriter, r *http.Request, _ string) {
 		x.writeView(w, r, 200, map[string]any{"reply": map[string]any{"output": map[string]string{"answer": secret}}})
 	})
-	x.tokens = map[string]string{"t1": "alice", "t2": "auditor"}
+	x.cfg.Tokens = map[string]string{"t1": "alice", "t2": "auditor"}
 	for _, tok := range []string{"t1", "t2"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/v1/runs/r1", nil)

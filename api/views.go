@@ -52,7 +52,7 @@ func (x *Server) view(w http.ResponseWriter, r *http.Request, principal string) 
 		// The timeline stands without the tree.
 		x.log.Error("api: call tree", "run", h.RunID, "err", err)
 	}
-	entry, _ := x.ix.Get(h.RunID)
+	entry, _ := x.cfg.Index.Get(h.RunID)
 	var phase runtime.Phase
 	if st, err := h.At(at); err == nil {
 		phase = st.Checkpoint.Phase
@@ -82,7 +82,7 @@ func (x *Server) callTree(ctx context.Context, h *replay.History) (projections.T
 		}
 		// A child's creation is in its own session: the node's records
 		// name the children, their sessions then feed the tree.
-		kids, err := x.node.Children(ctx, cur.RunID)
+		kids, err := x.cfg.Node.Children(ctx, cur.RunID)
 		if err != nil {
 			return projections.TreeNode{}, err
 		}
@@ -140,7 +140,7 @@ func (x *Server) redrive(w http.ResponseWriter, r *http.Request, principal strin
 		writeError(w, http.StatusBadRequest, "invalid", "at: %d, the run has revisions 1-%d (0: from the start)", req.At, h.Last())
 		return
 	}
-	s, err := x.setup(h.Run.Agent)
+	s, err := x.cfg.Setup(h.Run.Agent)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
 		return
@@ -164,7 +164,7 @@ func (x *Server) fork(w http.ResponseWriter, r *http.Request, principal string) 
 		writeError(w, http.StatusBadRequest, "invalid", "run: %s is a child run; fork its root", h.RunID)
 		return
 	}
-	store, err := x.forkStore(r.Context())
+	store, err := x.cfg.ForkStore(r.Context())
 	if err != nil {
 		x.nodeError(w, err)
 		return
@@ -178,7 +178,7 @@ func (x *Server) fork(w http.ResponseWriter, r *http.Request, principal string) 
 	if x.nodeError(w, err) {
 		return
 	}
-	if x.nodeError(w, x.node.Adopt(r.Context(), rec.SessionID, rec.RunID)) {
+	if x.nodeError(w, x.cfg.Node.Adopt(r.Context(), rec.SessionID, rec.RunID)) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"run_id": rec.RunID, "session_id": rec.SessionID, "forked_from": rec.ForkedFrom, "forked_at": rec.ForkedAt})
