@@ -948,6 +948,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 		// once (parents woke 30-50 s late after a pause past the member
 		// TTL). Back to the consumer, for whichever member pulls it next.
 		n.notify(runID)
+		n.logger.Debug("actors: a child's end put back: this member is not current", "run", runID)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
@@ -955,6 +956,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 	defer cancel()
 	rec, err := n.runlog.readRun(ctx, sessionID, runID)
 	if err != nil {
+		n.logger.Debug("actors: a child's end put back: its record is unread", "run", runID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
@@ -987,6 +989,7 @@ func (n *Node) finished(msg jetstream.Msg) {
 		}
 	}
 	if err := n.leaveActive(ctx, runID); err != nil {
+		n.logger.Debug("actors: a child's end put back: the active set is unwritten", "run", runID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}

@@ -24,8 +24,12 @@ import (
 	"github.com/cairn-agents/cairn/runtime/session"
 )
 
-// SchemaVersion is the version this package writes.
-const SchemaVersion = 1
+// SchemaVersion is the version this package writes. Version 2: a
+// checkpoint commit may list only the calls it changed (Checkpoint.CallsAt);
+// a build that reads only version 1 would take those for the whole
+// journal, so it refuses version 2 (ErrUnknownVersion). Every version
+// before is read as it was written.
+const SchemaVersion = 2
 
 // Type names an event kind. Names are in the past tense: they record what
 // happened.
@@ -126,7 +130,8 @@ type ObjectRef struct {
 
 // Checkpoint is the payload of CheckpointCommitted: the whole revision,
 // Append included (C12, C17), but for its used call IDs when
-// UsedCallIDsBase is set.
+// UsedCallIDsBase is set and its calls when CallsBaseRev is (a Folder, or
+// a store's run handle, makes it whole).
 type Checkpoint struct {
 	Checkpoint runtime.Checkpoint `json:"checkpoint"`
 	// UsedCallIDsBase, when set, is the log sequence of an earlier
@@ -139,6 +144,16 @@ type Checkpoint struct {
 	// again in a copy of the log whose sequences differ.
 	UsedCallIDsBase    uint64 `json:"used_call_ids_base,omitempty"`
 	UsedCallIDsBaseRev int64  `json:"used_call_ids_base_rev,omitempty"`
+	// CallsBaseRev, when set (schema version 2 on), is the revision of the
+	// run that lists this response's calls whole (the commit of the
+	// response), and CallsBase its log sequence (0 where the writer has no
+	// sequences). This event's checkpoint.calls then lists only the calls
+	// it changed from the revision just before it, without arguments, at
+	// the journal's indices CallsAt: the whole journal is the previous
+	// revision's with those calls' states and result IDs (ApplyCalls).
+	CallsBase    uint64 `json:"calls_base,omitempty"`
+	CallsBaseRev int64  `json:"calls_base_rev,omitempty"`
+	CallsAt      []int  `json:"calls_at,omitempty"`
 }
 
 // Lease is the payload of LeaseAcquired.
@@ -200,14 +215,49 @@ func CheckpointPayload(checkpoint []byte) json.RawMessage {
 // log sequence and revision of the run's listing (Checkpoint.UsedCallIDsBase
 // and UsedCallIDsBaseRev; 0: none).
 func CheckpointPayloadOn(checkpoint []byte, baseSeq uint64, baseRev int64) json.RawMessage {
-	b := make([]byte, 0, len(checkpoint)+80)
+	return CheckpointPayloadWith(checkpoint, Bases{UsedSeq: baseSeq, UsedRev: baseRev})
+}
+
+// Bases are what a checkpoint's payload builds on: the full listing of
+// its used call IDs (Checkpoint.UsedCallIDsBase, UsedCallIDsBaseRev) and
+// the listing of its calls (CallsBase, CallsBaseRev, with the indices of
+// the calls it changed, CallsAt). Zero: the checkpoint lists them whole.
+type Bases struct {
+	UsedSeq  uint64
+	UsedRev  int64
+	CallsSeq uint64
+	CallsRev int64
+	CallsAt  []int
+}
+
+// CheckpointPayloadWith is CheckpointPayload on bases.
+func CheckpointPayloadWith(checkpoint []byte, on Bases) json.RawMessage {
+	b := make([]byte, 0, len(checkpoint)+96+4*len(on.CallsAt))
 	b = append(b, `{"checkpoint":`...)
 	b = append(b, checkpoint...)
-	if baseSeq > 0 {
+	if on.UsedSeq > 0 {
 		b = append(b, `,"used_call_ids_base":`...)
-		b = strconv.AppendUint(b, baseSeq, 10)
+		b = strconv.AppendUint(b, on.UsedSeq, 10)
 		b = append(b, `,"used_call_ids_base_rev":`...)
-		b = strconv.AppendInt(b, baseRev, 10)
+		b = strconv.AppendInt(b, on.UsedRev, 10)
+	}
+	if on.CallsRev > 0 {
+		if on.CallsSeq > 0 {
+			b = append(b, `,"calls_base":`...)
+			b = strconv.AppendUint(b, on.CallsSeq, 10)
+		}
+		b = append(b, `,"calls_base_rev":`...)
+		b = strconv.AppendInt(b, on.CallsRev, 10)
+		if len(on.CallsAt) > 0 {
+			b = append(b, `,"calls_at":[`...)
+			for i, at := range on.CallsAt {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, int64(at), 10)
+			}
+			b = append(b, ']')
+		}
 	}
 	return append(b, '}')
 }

@@ -27,9 +27,11 @@ func (e Event) Completed() bool {
 
 // Checkpoint decodes the payload of a CheckpointCommitted event. The
 // payload must be inline (the runner resolves object-store references
-// before Apply). Its UsedCallIDs are those the event lists: on a base
-// (events.Checkpoint.UsedCallIDsBase), only those added since; a replay
-// History has them whole.
+// before Apply). Its UsedCallIDs and Calls are those the event lists: on
+// a base (events.Checkpoint.UsedCallIDsBase), only the IDs added since;
+// after a response's commit (events.Checkpoint.CallsBaseRev), only the
+// calls this revision changed, without arguments. A replay History, and
+// an events.Folder fed the log in order, have them whole.
 func (e Event) Checkpoint() (*runtime.Checkpoint, error) {
 	if e.Type != events.CheckpointCommitted {
 		return nil, fmt.Errorf("projections: seq %d: %s is not a checkpoint", e.Seq, e.Type)

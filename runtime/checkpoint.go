@@ -76,9 +76,12 @@ type Checkpoint struct {
 
 // CallRecord is one journaled call.
 type CallRecord struct {
-	ID    string    `json:"id"`
-	Name  string    `json:"name"`
-	Args  string    `json:"args"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Args are the call's arguments as the model wrote them (JSON). A
+	// commit that only changes a call's state lists it without them
+	// (events.CallDelta).
+	Args  string    `json:"args,omitempty"`
 	State CallState `json:"state"`
 	// ResultID names the call's tool result message in the transcript,
 	// appended by its postresult commit.

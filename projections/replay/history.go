@@ -58,7 +58,7 @@ type History struct {
 // FromEvents builds the history of run from its session's events in stream
 // order.
 func FromEvents(runID string, evs []projections.Event) (*History, error) {
-	evs, err := withUsedCallIDs(runID, evs)
+	evs, err := whole(runID, evs)
 	if err != nil {
 		return nil, err
 	}
@@ -92,48 +92,37 @@ func FromEvents(runID string, evs []projections.Event) (*History, error) {
 	return h, nil
 }
 
-// withUsedCallIDs returns evs with every checkpoint that lists its used
-// call IDs on a base (events.Checkpoint.UsedCallIDsBase) rewritten to list
-// them all, as its run's handle loaded them: a history's states, diffs,
-// re-drives and forks then see whole checkpoints. The base is an earlier
-// event of the same run in evs (a session read from its start), found by
-// its revision (a run's revisions are unique in the log; the sequence the
-// event also names differs in a copy of the log). Only run's own events
-// fail the history; another run's that cannot be resolved are left as
-// they are.
-func withUsedCallIDs(run string, evs []projections.Event) ([]projections.Event, error) {
-	type key struct {
-		run string
-		rev int64
-	}
+// whole returns evs with every checkpoint that lists its used call IDs
+// on a base (events.Checkpoint.UsedCallIDsBase), or only the calls it
+// changed (CallsBaseRev), rewritten whole, as its run's handle loads it:
+// a history's states, diffs, re-drives and forks then see whole
+// checkpoints. The bases are earlier events of the same run in evs (a
+// session read from its start), found by revision (a run's revisions are
+// unique in the log; the sequences an event names differ in a copy of the
+// log). Only run's own events fail the history; another run's that cannot
+// be made whole are left as they are.
+func whole(run string, evs []projections.Event) ([]projections.Event, error) {
 	var out []projections.Event
-	full := map[key][]string{} // a run's full listings, by revision
+	f := events.NewFolder()
 	for i, e := range evs {
 		if e.Type != events.CheckpointCommitted {
 			continue
 		}
-		var p events.Checkpoint
-		if err := e.Payload(&p); err != nil {
+		p, err := events.DecodeCheckpoint(e.Envelope)
+		var cp *runtime.Checkpoint
+		if err == nil {
+			cp, err = f.Whole(e.RunID, p)
+		}
+		if err != nil {
 			if e.RunID == run {
 				return nil, fmt.Errorf("replay: seq %d: %w", e.Seq, err)
 			}
 			continue
 		}
-		if p.UsedCallIDsBase == 0 {
-			full[key{e.RunID, p.Checkpoint.Revision}] = p.Checkpoint.UsedCallIDs
-			continue
+		if p.UsedCallIDsBase == 0 && p.ListsCalls() {
+			continue // whole as it is
 		}
-		k := key{e.RunID, p.UsedCallIDsBaseRev}
-		base, ok := full[k]
-		if !ok {
-			if e.RunID == run {
-				return nil, fmt.Errorf("replay: seq %d: %w: its used call IDs build on revision %d (seq %d), not a full listing of run %s before it", e.Seq, events.ErrMalformed, p.UsedCallIDsBaseRev, p.UsedCallIDsBase, e.RunID)
-			}
-			continue
-		}
-		cp := p.Checkpoint
-		cp.UsedCallIDs = append(append([]string(nil), base...), cp.UsedCallIDs...)
-		b, err := json.Marshal(events.Checkpoint{Checkpoint: cp})
+		b, err := json.Marshal(events.Checkpoint{Checkpoint: *cp})
 		if err != nil {
 			return nil, fmt.Errorf("replay: seq %d: %w", e.Seq, err)
 		}

@@ -2,11 +2,14 @@ package replay_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -16,7 +19,7 @@ import (
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
 )
 
-// readRecorded reads a recorded log (events/testdata/v1*: one JSON line per
+// readRecorded reads a recorded log (events/testdata/v*: one JSON line per
 // message, its body and headers).
 func readRecorded(t testing.TB, path string) []projections.Event {
 	t.Helper()
@@ -48,16 +51,21 @@ func readRecorded(t testing.TB, path string) []projections.Event {
 
 var resultID = regexp.MustCompile(`,"result_id":"[^"]*"`)
 
-// The logs recorded by this build's loop (events/testdata/v1, written by
-// go run ./test/recordlogs) read and re-drive exactly: every write the
-// log holds is reproduced, under the same contract.
+// The logs recorded by this build's loop, at every schema version
+// (events/testdata/v1, v2, ..., written by go run ./test/recordlogs) read
+// and re-drive exactly: every write the log holds is reproduced, under the
+// same contract, whichever version wrote it.
 func TestRedriveRecordedLogs(t *testing.T) {
-	files, _ := filepath.Glob("../../events/testdata/v1/*.jsonl")
-	if len(files) == 0 {
-		t.Fatal("no recorded logs")
+	var files []string
+	for v := 1; v <= events.SchemaVersion; v++ {
+		in, _ := filepath.Glob(fmt.Sprintf("../../events/testdata/v%d/*.jsonl", v))
+		if len(in) == 0 {
+			t.Fatalf("no recorded logs of version %d", v)
+		}
+		files = append(files, in...)
 	}
 	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
+		t.Run(filepath.Base(filepath.Dir(path))+"/"+filepath.Base(path), func(t *testing.T) {
 			h, err := replay.FromEvents("r1", readRecorded(t, path))
 			if err != nil {
 				t.Fatal(err)
@@ -134,7 +142,7 @@ func TestRedriveEarlierBuildsLogs(t *testing.T) {
 // Whatever the log holds, reading a history and its timeline, states and
 // usage never panics.
 func FuzzHistory(f *testing.F) {
-	files, _ := filepath.Glob("../../events/testdata/v1*/*.jsonl")
+	files, _ := filepath.Glob("../../events/testdata/v*/*.jsonl")
 	for _, path := range files {
 		for _, e := range readRecorded(f, path) {
 			b, _, err := events.Encode(e.Envelope, "x")
@@ -160,4 +168,33 @@ func FuzzHistory(f *testing.F) {
 		}
 		_ = replay.DiffRuns(h, h)
 	})
+}
+
+// A log whose call journal cannot be made whole (a revision's changes do
+// not fit the journal before it, or a revision between a response's
+// listing and a change is missing) is refused, not read as a shorter or
+// other journal.
+func TestHistoryRefusesABrokenJournal(t *testing.T) {
+	evs := readRecorded(t, "../../events/testdata/v2/two_run_js_then_complete.jsonl")
+	var deltas []int
+	for i, e := range evs {
+		if e.Type == events.CheckpointCommitted && bytes.Contains(e.Data, []byte(`"calls_base_rev"`)) {
+			deltas = append(deltas, i)
+		}
+	}
+	if len(deltas) < 2 {
+		t.Fatalf("the recorded log has %d revisions that list call changes, want 2 or more", len(deltas))
+	}
+	if _, err := replay.FromEvents("r1", evs); err != nil {
+		t.Fatalf("the log as recorded: %v", err)
+	}
+	misfit := slices.Clone(evs)
+	i := deltas[0]
+	misfit[i].Data = regexp.MustCompile(`"calls_at":\[[0-9,]*\]`).ReplaceAll(slices.Clone(evs[i].Data), []byte(`"calls_at":[99]`))
+	gap := slices.Delete(slices.Clone(evs), deltas[0], deltas[0]+1)
+	for name, log := range map[string][]projections.Event{"a change that does not fit": misfit, "a revision missing": gap} {
+		if _, err := replay.FromEvents("r1", log); !errors.Is(err, events.ErrMalformed) {
+			t.Fatalf("%s: FromEvents = %v, want ErrMalformed", name, err)
+		}
+	}
 }

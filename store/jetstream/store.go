@@ -418,14 +418,11 @@ func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMs
 	if err := s.resolve(ctx, &e); err != nil {
 		return nil, "", "", err
 	}
-	var p events.Checkpoint
-	if err := e.Payload(&p); err != nil {
-		return nil, "", "", err
+	p, err := events.DecodeCheckpoint(e)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
-	if p.UsedCallIDsBase > 0 && (p.UsedCallIDsBaseRev <= 0 || p.UsedCallIDsBaseRev >= p.Checkpoint.Revision) {
-		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w: used call IDs based on revision %d, not an earlier one", m.Subject, m.Sequence, events.ErrMalformed, p.UsedCallIDsBaseRev)
-	}
-	return &p, e.SessionID, e.RunID, nil
+	return p, e.SessionID, e.RunID, nil
 }
 
 // resolve replaces an event's DataRef with the payload it points at.
@@ -475,9 +472,20 @@ type RunStore struct {
 	used     []string
 	base     listing
 	lastFull bool
-	window   []model.Message
-	ids      map[string]bool
-	loaded   bool
+	// calls is the committed checkpoint's whole call journal. The log
+	// lists a response's calls whole once; each later revision of it lists
+	// the calls it changed from the revision before (events.CallDelta), on
+	// callsBase, the listing (zero: none, the next revision lists whole).
+	// prevCalls and lastOn are what the committed revision was encoded on
+	// (the journal before it, and the bases it names), so an identical
+	// retry is encoded as it was.
+	calls     []runtime.CallRecord
+	callsBase listing
+	prevCalls []runtime.CallRecord
+	lastDelta bool
+	window    []model.Message
+	ids       map[string]bool
+	loaded    bool
 	// compaction is the session's last compaction when the handle was
 	// opened (nil: none), read with the rest at Open: loadWindow starts
 	// from it. compactionRead is false on a handle made without Open.
@@ -504,8 +512,96 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 		return err
 	}
 	h.lastFull = p.UsedCallIDsBase == 0
-	h.cpData, err = json.Marshal(cp) // as the log has it: the IDs on top of the base
+	if p.ListsCalls() {
+		h.calls, h.prevCalls, h.lastDelta = cp.Calls, nil, false
+		h.callsBase = listing{}
+		if len(cp.Calls) > 0 {
+			h.callsBase = listing{seq: m.Sequence, rev: cp.Revision, n: len(cp.Calls)}
+		}
+	} else {
+		if h.calls, h.prevCalls, h.callsBase, err = h.s.journalOf(ctx, h.session, h.run, m.Sequence, p); err != nil {
+			return err
+		}
+		h.lastDelta = true
+	}
+	h.cpData, err = json.Marshal(cp) // as the log has it: on its bases
 	return err
+}
+
+// journalOf folds the whole call journal of checkpoint p, read at seq,
+// which lists only the calls it changed: from the listing it names
+// (p.CallsBase, found by its revision in a copy of the log whose sequences
+// differ) through every revision of the run up to p. It returns the
+// journal, the one of the revision before p, and the listing.
+func (s *Store) journalOf(ctx context.Context, sessionID, runID string, seq uint64, p *events.Checkpoint) (calls, prev []runtime.CallRecord, base listing, err error) {
+	rev, baseRev := p.Checkpoint.Revision, p.CallsBaseRev
+	fail := func(err error) ([]runtime.CallRecord, []runtime.CallRecord, listing, error) {
+		return nil, nil, listing{}, fmt.Errorf("jetstream: run %s: calls of revision %d on revision %d: %w", runID, rev, baseRev, err)
+	}
+	// The listing at the sequence p names, or, in a copy of the log whose
+	// sequences differ, somewhere among the run's checkpoints before p.
+	start := uint64(1)
+	if b := p.CallsBase; b > 0 && b < seq {
+		m, err := s.bySeq(ctx, b)
+		if err != nil {
+			return fail(err)
+		}
+		if m != nil && m.Subject != "" {
+			if e, err := s.cfg.Keys.Decode(m.Data); err == nil && e.Type == events.CheckpointCommitted &&
+				e.SessionID == sessionID && e.RunID == runID && e.Revision == baseRev {
+				start = b
+			}
+		}
+	}
+	// Folded in log order: the listing first, then each revision after it.
+	at := baseRev - 1 // the revision folded last
+	fold := func(m *rawMsg) error {
+		e, err := s.cfg.Keys.Decode(m.data)
+		if err != nil || e.Type != events.CheckpointCommitted || e.SessionID != sessionID || e.RunID != runID {
+			return nil // in a copy of the log, start may hold anything
+		}
+		if e.Revision < baseRev || e.Revision > rev {
+			return nil
+		}
+		if e.Revision != at+1 {
+			return fmt.Errorf("%w: revision %d follows %d", events.ErrMalformed, e.Revision, at)
+		}
+		if err := s.resolve(ctx, &e); err != nil {
+			return err
+		}
+		q, err := events.DecodeCheckpoint(e)
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.Revision == baseRev:
+			if !q.ListsCalls() {
+				return fmt.Errorf("%w: seq %d does not list the calls whole", events.ErrMalformed, m.seq)
+			}
+			calls, base = q.Checkpoint.Calls, listing{seq: m.seq, rev: baseRev, n: len(q.Checkpoint.Calls)}
+		case q.CallsBaseRev != baseRev:
+			return fmt.Errorf("%w: revision %d builds on revision %d, not %d", events.ErrMalformed, e.Revision, q.CallsBaseRev, baseRev)
+		default:
+			next, err := events.ApplyCalls(calls, q.Checkpoint.Calls, q.CallsAt)
+			if err != nil {
+				return err
+			}
+			prev, calls = calls, next
+		}
+		at = e.Revision
+		if at == rev {
+			return errFound
+		}
+		return nil
+	}
+	err = s.scan(ctx, events.RunCheckpoints(sessionID, runID), start, seq, fold)
+	switch {
+	case errors.Is(err, errFound):
+		return calls, prev, base, nil
+	case err != nil:
+		return fail(err)
+	}
+	return fail(fmt.Errorf("%w: the run's revisions from %d to %d are not all in the log", events.ErrMalformed, baseRev, rev))
 }
 
 // usedCallIDs returns every used call ID of the checkpoint p, read at seq,
@@ -619,6 +715,7 @@ func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, err
 		return nil, fmt.Errorf("jetstream: load checkpoint: %w", err)
 	}
 	cp.UsedCallIDs = slices.Clone(h.used)
+	cp.Calls = slices.Clone(h.calls)
 	return &cp, nil
 }
 
@@ -628,17 +725,25 @@ func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, err
 // wrote O(n²) (a run of 1,000 calls with provider-length IDs: 16 MB).
 const maxUsedCallIDsDelta = 64
 
-// encode returns cp as the log stores it: with every used call ID (full),
-// or with those added since the base listing, and that listing's sequence.
-func (h *RunStore) encode(cp *runtime.Checkpoint, full bool) ([]byte, listing, error) {
-	if full {
-		b, err := json.Marshal(cp)
-		return b, listing{}, err
-	}
+// encode returns cp as the log stores it, and the bases it names: with
+// every used call ID (full), or with those added since the base listing;
+// with its calls whole, or (delta) with those changed from prev, the
+// journal of the revision before, on the listing callsBase. delta is
+// whether it could be: cp's journal is prev's with states changed.
+func (h *RunStore) encode(cp *runtime.Checkpoint, full bool, prev []runtime.CallRecord, callsBase listing) (b []byte, on events.Bases, delta bool, err error) {
 	c := *cp
-	c.UsedCallIDs = cp.UsedCallIDs[h.base.n:]
-	b, err := json.Marshal(&c)
-	return b, h.base, err
+	if !full {
+		c.UsedCallIDs = cp.UsedCallIDs[h.base.n:]
+		on.UsedSeq, on.UsedRev = h.base.seq, h.base.rev
+	}
+	if callsBase.rev > 0 {
+		if changed, at, ok := events.CallDelta(prev, cp.Calls); ok {
+			c.Calls, delta = changed, true
+			on.CallsSeq, on.CallsRev, on.CallsAt = callsBase.seq, callsBase.rev, at
+		}
+	}
+	b, err = json.Marshal(&c)
+	return b, on, delta, err
 }
 
 // extendsBase reports whether ids starts with the base listing, so that
@@ -664,8 +769,12 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		return fmt.Errorf("jetstream: save run %s: the run is completed (read-only handle): %w", h.run, runtime.ErrConflict)
 	case cp.Revision == h.rev && h.rev > 0:
 		if h.lastFull || h.extendsBase(cp.UsedCallIDs) {
-			b, _, err := h.encode(cp, h.lastFull)
-			if err == nil && bytes.Equal(b, h.cpData) {
+			base := listing{}
+			if h.lastDelta {
+				base = h.callsBase
+			}
+			b, _, delta, err := h.encode(cp, h.lastFull, h.prevCalls, base)
+			if err == nil && delta == h.lastDelta && bytes.Equal(b, h.cpData) {
 				return nil // identical retry of the committed revision (C13)
 			}
 		}
@@ -674,7 +783,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		return fmt.Errorf("jetstream: save run %s rev %d: current revision is %d: %w", h.run, cp.Revision, h.rev, runtime.ErrConflict)
 	}
 	full := !h.extendsBase(cp.UsedCallIDs) || len(cp.UsedCallIDs)-h.base.n > maxUsedCallIDsDelta
-	b, base, err := h.encode(cp, full)
+	b, on, delta, err := h.encode(cp, full, h.calls, h.callsBase)
 	if err != nil {
 		return fmt.Errorf("jetstream: save checkpoint: %w", err)
 	}
@@ -686,7 +795,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 			return fmt.Errorf("jetstream: save run %s rev %d: append[%d]: message %s already in the window: %w", h.run, cp.Revision, i, m.ID, runtime.ErrConflict)
 		}
 	}
-	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadOn(b, base.seq, base.rev))
+	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadWith(b, on))
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
@@ -707,6 +816,14 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	h.lastFull = full
 	if full {
 		h.base = listing{seq: seq, rev: cp.Revision, n: len(cp.UsedCallIDs)}
+	}
+	h.prevCalls, h.calls, h.lastDelta = h.calls, slices.Clone(cp.Calls), delta
+	switch {
+	case delta:
+	case len(cp.Calls) > 0:
+		h.callsBase = listing{seq: seq, rev: cp.Revision, n: len(cp.Calls)}
+	default:
+		h.callsBase = listing{}
 	}
 	for _, m := range cp.Append {
 		h.window = append(h.window, m)
@@ -871,6 +988,9 @@ func (h *RunStore) Shed() int {
 	for _, id := range h.used {
 		n += len(id) + 16 // and the string's header
 	}
+	for _, c := range append(h.calls, h.prevCalls...) {
+		n += len(c.ID) + len(c.Name) + len(c.Args) + len(c.State) + len(c.ResultID) + 80
+	}
 	return n
 }
 
@@ -936,8 +1056,9 @@ func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
 }
 
 // LastCheckpoint decodes the last checkpoint commit on subject, resolving
-// a payload kept in the object store and the run's earlier listing of its
-// used call IDs (the list is whole); nil when there is none.
+// a payload kept in the object store, the run's earlier listing of its
+// used call IDs and the revisions its calls build on (the checkpoint is
+// whole); nil when there is none.
 func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Checkpoint, error) {
 	m, err := s.last(ctx, subject)
 	if err != nil || m == nil {
@@ -949,6 +1070,11 @@ func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Ch
 	}
 	if p.Checkpoint.UsedCallIDs, _, err = s.usedCallIDs(ctx, m.Sequence, p, session, run); err != nil {
 		return nil, err
+	}
+	if !p.ListsCalls() {
+		if p.Checkpoint.Calls, _, _, err = s.journalOf(ctx, session, run, m.Sequence, p); err != nil {
+			return nil, err
+		}
 	}
 	return &p.Checkpoint, nil
 }

@@ -19,8 +19,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/session"
@@ -42,10 +44,87 @@ type sessionData struct {
 }
 
 type runData struct {
-	session    string
-	epoch      int64
+	session  string
+	epoch    int64
+	revision int64
+	// checkpoint is the last commit as the store encoded it: like a log,
+	// on what the revision before had (wire), and folded back from those
+	// bytes into used and calls, the whole used call IDs and journal.
+	// prevUsed and prevCalls are what it was encoded on (an identical
+	// retry is encoded on them again).
 	checkpoint []byte
-	revision   int64
+	used       []string
+	calls      []runtime.CallRecord
+	prevUsed   int
+	prevCalls  []runtime.CallRecord
+	done       bool
+	// encoded counts the bytes of every commit as encoded, its appended
+	// messages included (Stats).
+	encoded int64
+}
+
+// wire is a commit as the store encodes it. Like the log's (events), a
+// commit lists the used call IDs added since the revision before
+// (UsedFrom: how many that one had) and only the calls it changed
+// (events.CallDelta, at CallsAt) when CallsDelta: a run of n calls
+// encodes O(n) bytes, not O(n²).
+type wire struct {
+	Checkpoint runtime.Checkpoint `json:"checkpoint"`
+	UsedFrom   int                `json:"used_from,omitempty"`
+	CallsDelta bool               `json:"calls_delta,omitempty"`
+	CallsAt    []int              `json:"calls_at,omitempty"`
+}
+
+// encode returns cp as a commit on a revision whose used call IDs were
+// used and whose journal was calls.
+func encode(cp *runtime.Checkpoint, used []string, calls []runtime.CallRecord) ([]byte, error) {
+	w := wire{Checkpoint: *cp}
+	if n := len(used); n > 0 && len(cp.UsedCallIDs) >= n && slices.Equal(cp.UsedCallIDs[:n], used) {
+		w.Checkpoint.UsedCallIDs, w.UsedFrom = cp.UsedCallIDs[n:], n
+	}
+	if changed, at, ok := events.CallDelta(calls, cp.Calls); ok {
+		w.Checkpoint.Calls, w.CallsDelta, w.CallsAt = changed, true, at
+	}
+	return json.Marshal(&w)
+}
+
+// fold applies a commit encoded by encode to rd.
+func (rd *runData) fold(b []byte) error {
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.UsedFrom > len(rd.used) {
+		return fmt.Errorf("memory: a commit on %d used call IDs, the run has %d", w.UsedFrom, len(rd.used))
+	}
+	calls := w.Checkpoint.Calls
+	if w.CallsDelta {
+		var err error
+		if calls, err = events.ApplyCalls(rd.calls, calls, w.CallsAt); err != nil {
+			return err
+		}
+	}
+	rd.prevUsed, rd.prevCalls = len(rd.used), rd.calls
+	if w.UsedFrom == len(rd.used) {
+		rd.used = append(rd.used, w.Checkpoint.UsedCallIDs...) // an identical retry reads the prefix
+	} else {
+		rd.used = append(rd.used[:w.UsedFrom:w.UsedFrom], w.Checkpoint.UsedCallIDs...)
+	}
+	rd.calls = calls
+	rd.checkpoint, rd.revision, rd.done = b, w.Checkpoint.Revision, w.Checkpoint.Reply != nil
+	return nil
+}
+
+// Stats reports the bytes the store encoded for every commit of every
+// run (a checkpoint as encode makes it, and each appended message as the
+// transcript keeps it).
+func (db *DB) Stats() (encoded int64) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, rd := range db.runs {
+		encoded += rd.encoded
+	}
+	return encoded
 }
 
 // New returns an empty DB.
@@ -75,7 +154,7 @@ func (db *DB) Open(ctx context.Context, sessionID, runID string) (runtime.Store,
 	if rd != nil && rd.session != sessionID {
 		return nil, fmt.Errorf("memory: open: run %s belongs to session %s, not %s", runID, rd.session, sessionID)
 	}
-	done := rd != nil && completed(rd.checkpoint)
+	done := rd != nil && rd.done
 	// A completed run may be reopened to read its reply (C7); it does not
 	// take the session.
 	if !done && s.active != "" && s.active != runID {
@@ -90,16 +169,6 @@ func (db *DB) Open(ctx context.Context, sessionID, runID string) (runtime.Store,
 	}
 	rd.epoch++
 	return &Store{db: db, session: sessionID, run: runID, epoch: rd.epoch}, nil
-}
-
-func completed(cp []byte) bool {
-	if cp == nil {
-		return false
-	}
-	var c struct {
-		Reply json.RawMessage `json:"reply"`
-	}
-	return json.Unmarshal(cp, &c) == nil && len(c.Reply) > 0 && string(c.Reply) != "null"
 }
 
 // Store is a runtime.Store scoped to one run and its session.
@@ -139,8 +208,13 @@ func (s *Store) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error)
 		if rd.checkpoint == nil {
 			return nil
 		}
-		cp = new(runtime.Checkpoint)
-		return json.Unmarshal(rd.checkpoint, cp)
+		var w wire
+		if err := json.Unmarshal(rd.checkpoint, &w); err != nil {
+			return err
+		}
+		cp = &w.Checkpoint
+		cp.UsedCallIDs, cp.Calls = slices.Clone(rd.used), slices.Clone(rd.calls)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -156,15 +230,12 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) erro
 	if cp == nil {
 		return fmt.Errorf("memory: save checkpoint: nil checkpoint")
 	}
-	b, err := json.Marshal(cp)
-	if err != nil {
-		return fmt.Errorf("memory: save checkpoint: %w", err)
-	}
 	msgs := make([][]byte, len(cp.Append))
 	for i, m := range cp.Append {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("memory: save checkpoint rev %d: append[%d]: %w", cp.Revision, i, err)
 		}
+		var err error
 		if msgs[i], err = json.Marshal(m); err != nil {
 			return fmt.Errorf("memory: save checkpoint: %w", err)
 		}
@@ -175,7 +246,8 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) erro
 		}
 		switch {
 		case cp.Revision == rd.revision && rd.revision > 0:
-			if bytes.Equal(b, rd.checkpoint) {
+			b, err := encode(cp, rd.used[:rd.prevUsed], rd.prevCalls)
+			if err == nil && bytes.Equal(b, rd.checkpoint) {
 				return nil // identical retry: committed once (C13)
 			}
 			return fmt.Errorf("memory: save run %s rev %d: differs from the committed revision: %w", s.run, cp.Revision, runtime.ErrConflict)
@@ -185,17 +257,25 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) erro
 		if sd.active != s.run {
 			return fmt.Errorf("memory: save run %s: %w (%s)", s.run, runtime.ErrSessionBusy, sd.active)
 		}
+		b, err := encode(cp, rd.used, rd.calls)
+		if err != nil {
+			return fmt.Errorf("memory: save checkpoint: %w", err)
+		}
 		for i, m := range cp.Append {
 			if sd.ids[m.ID] {
 				return fmt.Errorf("memory: save run %s rev %d: append[%d]: message %s already in the transcript: %w", s.run, cp.Revision, i, m.ID, runtime.ErrConflict)
 			}
 		}
+		if err := rd.fold(b); err != nil {
+			return fmt.Errorf("memory: save run %s rev %d: %w", s.run, cp.Revision, err)
+		}
+		rd.encoded += int64(len(b))
 		for i, m := range cp.Append {
 			sd.ids[m.ID] = true
 			sd.history = append(sd.history, msgs[i])
 			sd.window = append(sd.window, msgs[i])
+			rd.encoded += int64(len(msgs[i]))
 		}
-		rd.checkpoint, rd.revision = b, cp.Revision
 		if cp.Reply != nil {
 			sd.active = "" // the completed commit admits the next run
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,7 @@ func Run(t *testing.T, newOpener func(t *testing.T) Opener) {
 		{"C13_RevisionAdvancesByExactlyOne", testRevisionSequence},
 		{"C13_IdenticalRetryAppendsOnce", testIdenticalRetry},
 		{"C11_UsedCallIDsSurviveManyRevisions", testUsedCallIDs},
+		{"C11_CallJournalSurvivesEveryRevision", testCallJournal},
 		{"C13_ConflictingRevisionFails", testConflictingRevision},
 		{"C13_ConcurrentWritersOneWins", testConcurrentWriters},
 		{"C12_AppendAndCheckpointMoveTogether", testAtomicAppend},
@@ -223,6 +225,82 @@ func testUsedCallIDs(t *testing.T, o Opener) {
 			t.Fatalf("rev %d reloaded as rev %d with %d used call IDs, want %d: %v", rev, got.Revision, len(got.UsedCallIDs), len(used), got.UsedCallIDs)
 		}
 	}
+}
+
+// A response's call journal comes back whole from every reload, whatever
+// the store keeps per revision (the JetStream store lists a response's
+// calls once and then each revision's changes): through responses of many
+// calls, a response whose calls differ only in arguments, and a revision
+// with no calls; an identical retry of any revision is accepted, on the
+// handle that wrote it and on a new one, and one that changes an earlier
+// call is a conflict (C13).
+func testCallJournal(t *testing.T, o Opener) {
+	ctx := context.Background()
+	s := open(t, o, "s", "r")
+	var calls []runtime.CallRecord
+	rev := int64(0)
+	commit := func(c []runtime.CallRecord, check bool) {
+		t.Helper()
+		rev++
+		calls = c
+		next := cp(rev, text(fmt.Sprintf("m%d", rev), "x"))
+		next.Calls = slices.Clone(c)
+		save(t, s, next)
+		if !check {
+			return
+		}
+		retry := *next
+		retry.Calls = slices.Clone(c)
+		save(t, s, &retry) // an identical retry
+		if len(c) > 0 {
+			changed := *next
+			changed.Calls = slices.Clone(c)
+			changed.Calls[0].ResultID += "-other"
+			wantErr(t, s.SaveCheckpoint(ctx, &changed), runtime.ErrConflict, fmt.Sprintf("rev %d again with call 0 changed", rev))
+		}
+		s = open(t, o, "s", "r") // a new attempt reloads
+		save(t, s, &retry)       // and may retry the revision it found
+		got, err := s.LoadCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, _ := json.Marshal(got.Calls)
+		wb, _ := json.Marshal(c)
+		if got.Revision != rev || string(gb) != string(wb) {
+			t.Fatalf("rev %d reloaded as rev %d with calls\n%s\nwant\n%s", rev, got.Revision, gb, wb)
+		}
+	}
+	response := func(step, n int, args string) []runtime.CallRecord {
+		out := make([]runtime.CallRecord, n)
+		for i := range out {
+			out[i] = runtime.CallRecord{ID: fmt.Sprintf("toolu_%d_%03d", step, i), Name: "run_js", Args: fmt.Sprintf(`{"code":"return %d","pad":%q}`, i, args), State: runtime.CallPending}
+		}
+		return out
+	}
+	for step, n := range []int{1, 30, 7} {
+		c := response(step, n, "a")
+		commit(c, true)
+		for i := range c {
+			c = slices.Clone(c)
+			c[i].State = runtime.CallDispatching
+			commit(c, i%5 == 0)
+			c = slices.Clone(c)
+			c[i].State, c[i].ResultID = runtime.CallDone, fmt.Sprintf("k-%d-%d", step, i)
+			if i == n-2 { // the last two together, as a completion skips the rest
+				c[i+1].State, c[i+1].ResultID = runtime.CallSkipped, fmt.Sprintf("k-%d-%d", step, i+1)
+			}
+			commit(c, i%7 == 3 || i == n-1)
+			if i == n-2 {
+				break
+			}
+		}
+		commit(calls, true) // the next model step: the journal as it was
+	}
+	// The same calls with other arguments are another journal.
+	c := response(9, 3, "a")
+	commit(c, true)
+	commit(response(9, 3, "b"), true)
+	commit(nil, true)
 }
 
 func testIdenticalRetry(t *testing.T, o Opener) {

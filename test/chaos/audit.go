@@ -232,6 +232,9 @@ func Audit(records []Record, subs []Submission) *Report {
 	}
 	leases := map[string][]int64{}              // run -> epochs in log order
 	calls := map[string]map[string]*callTrack{} // run -> run_js call -> track
+	// Commits list a response's calls once and then their changes: each is
+	// made whole on the revision before, which also proves the chain.
+	folder := events.NewFolder()
 	for _, rec := range sorted {
 		if rec.Err != nil {
 			rep.violate(Undecodable, "", "seq %d on %s does not decode: %v", rec.Seq, rec.Subject, rec.Err)
@@ -267,11 +270,15 @@ func Audit(records []Record, subs []Submission) *Report {
 			leases[r.ID] = append(leases[r.ID], l.Epoch)
 		case events.CheckpointCommitted:
 			c := Commit{Seq: rec.Seq, Time: rec.Time, Revision: ev.Revision, Epoch: ev.Epoch, Done: isDone(rec.Subject)}
-			var payload events.Checkpoint
-			if err := ev.Payload(&payload); err != nil {
+			payload, err := events.DecodeCheckpoint(ev)
+			var whole *runtime.Checkpoint
+			if err == nil {
+				whole, err = folder.Whole(r.ID, payload)
+			}
+			if err != nil {
 				rep.violate(Undecodable, r.ID, "run %s: revision %d (seq %d) does not decode: %v", r.ID, ev.Revision, rec.Seq, err)
 			} else {
-				c.Checkpoint = &payload.Checkpoint
+				c.Checkpoint = whole
 			}
 			auditCommit(rep, r, c, leases[r.ID], calls)
 			r.Commits = append(r.Commits, c)

@@ -6,7 +6,7 @@
 // package decodes them, and projections/replay reads and re-drives them to
 // "identical", on every change.
 //
-//	go run ./test/recordlogs               # rewrites events/testdata/v1
+//	go run ./test/recordlogs               # rewrites events/testdata/v<SchemaVersion>
 //	go run ./test/recordlogs -out DIR      # elsewhere
 //
 // Record again only with a deliberate change of what the loop commits;
