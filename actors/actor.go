@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
 	"github.com/cairn-agents/cairn/actors/lifecycle"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/runtime"
 )
@@ -90,6 +91,15 @@ func (a *runActor) Receive(ctx actor.Context) {
 			a.n.logger.Info("actors: attempt fenced out", "run", a.run, "err", m.err)
 		case lifecycle.Transient, lifecycle.Unavailable, lifecycle.NotYetCreated:
 			a.n.logger.Info("actors: attempt failed", "run", a.run, "outcome", outcome, "err", m.err)
+		case lifecycle.Unreadable:
+			a.n.logger.Error("actors: run parked unread: its log has an event of a newer schema than this build reads; "+
+				"a node of a newer build resumes it (do not roll back past the build that wrote it)",
+				"run", a.run, "session", a.session, "reads_up_to", events.SchemaVersion, "err", m.err)
+		}
+		if outcome == lifecycle.Unreadable {
+			a.n.unreadable.Store(a.run, errText(m.err))
+		} else {
+			a.n.unreadable.Delete(a.run)
 		}
 		a.last = m.store
 		a.step(ctx, lifecycle.AttemptEnded{Outcome: outcome, Err: errText(m.err), Reused: m.reused, Keepable: m.keepable, WaitCallID: waitCallID(m.res)})

@@ -166,11 +166,14 @@ type Node struct {
 	// memberIDs are every member ID this node has had, each the holder of
 	// the leases its runs took while it was current.
 	memberIDs sync.Map
-	agents    map[string]*Agent
-	store     *cjs.Store
-	runlog    *runLog
-	ledger    *ledger
-	waits     *waits
+	// unreadable holds, by run ID, why each run parked unread: its log has
+	// an event of a schema newer than this build reads (Unreadable).
+	unreadable sync.Map
+	agents     map[string]*Agent
+	store      *cjs.Store
+	runlog     *runLog
+	ledger     *ledger
+	waits      *waits
 	// activeW writes and lists the active set (bucket cairn_active),
 	// childrenW the children's bucket.
 	activeW   *kvBucket
@@ -306,6 +309,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		n.models[slug] = m
 	}
+	if cfg.Cluster != nil && cfg.Store.Schema == nil {
+		// Every store of the node writes the cluster's level: the newest
+		// schema every member reads (a rolling upgrade runs two builds).
+		cfg.Store.Schema = n.level
+		n.cfg.Store.Schema = n.level
+	}
 	if n.store, err = cjs.New(ctx, cfg.Conn, cfg.Store); err != nil {
 		return nil, err
 	}
@@ -384,6 +393,32 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 }
 
 // current is the node's current member; nil before Start has one.
+// Unreadable reports why run is parked on this node unread (its log holds
+// an event of a schema version newer than this build reads), if it is:
+// the run is neither failed nor retried, and a node of a newer build
+// resumes it. The API shows such a run as parked, with the reason.
+func (n *Node) Unreadable(runID string) (string, bool) {
+	v, ok := n.unreadable.Load(runID)
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
+
+// level is the schema version a clustered node writes: its member's
+// provider's Level (cluster.Provider), 1 while it has no member (a reader
+// of any version reads it).
+func (n *Node) level() int {
+	m := n.current()
+	if m == nil {
+		return 1
+	}
+	if l, ok := m.provider.(interface{ Level() int }); ok {
+		return l.Level()
+	}
+	return events.SchemaVersion
+}
+
 func (n *Node) current() *member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -955,12 +990,20 @@ func (n *Node) finished(msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec, err := n.runlog.readRun(ctx, sessionID, runID)
+	if errors.Is(err, events.ErrUnknownVersion) {
+		// Written by a newer build: a member of one delivers it; this one
+		// looks again only now and then.
+		n.logger.Warn("actors: a child's end put back: its record is of a newer schema than this build reads", "run", runID, "err", err)
+		_ = msg.NakWithDelay(unreadableRetry)
+		return
+	}
 	if err != nil {
 		n.logger.Debug("actors: a child's end put back: its record is unread", "run", runID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	if rec == nil { // not a node-managed run
+	n.unreadable.Delete(runID) // ended: whoever read it
+	if rec == nil {            // not a node-managed run
 		_ = msg.Ack()
 		return
 	}
@@ -995,6 +1038,10 @@ func (n *Node) finished(msg jetstream.Msg) {
 	}
 	_ = msg.Ack()
 }
+
+// unreadableRetry is how long a completion this build cannot read (a
+// newer schema's) waits before it is delivered again.
+const unreadableRetry = 30 * time.Second
 
 // errEnded: the run completed, was cancelled or failed; there is nothing
 // to attempt.

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cairn-agents/cairn/actors/lifecycle"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
@@ -38,6 +39,10 @@ func outcomeOf(err error) lifecycle.Outcome {
 		return lifecycle.Ended
 	case errors.Is(err, errNotCreated):
 		return lifecycle.NotYetCreated
+	case errors.Is(err, events.ErrUnknownVersion):
+		// Before the other classes: a newer build's event is neither an
+		// outage nor the run's failure.
+		return lifecycle.Unreadable
 	case errors.Is(err, runtime.ErrLeaseLost), errors.Is(err, runtime.ErrConflict), errors.Is(err, runtime.ErrSessionBusy):
 		return lifecycle.FencedOut
 	case permanent(err):

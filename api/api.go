@@ -420,6 +420,11 @@ func (x *Server) show(w http.ResponseWriter, r *http.Request, principal string) 
 		// commits, knows it is parked on its children.
 		status = runtime.StatusWaiting
 	}
+	if why, parked := x.cfg.Node.Unreadable(e.RunID); parked && status.Active() {
+		// This node's build cannot read the run's log (a newer schema):
+		// say so, rather than running.
+		status, errText = runtime.StatusParked, why
+	}
 	x.writeView(w, r, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
 		"status": status, "reply": reply, "error": errText, "children": kids, "usage": usage})
 }

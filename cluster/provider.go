@@ -81,6 +81,11 @@ type Config struct {
 	Resync time.Duration
 	// Name is a readable name of this node, kept in its entry; optional.
 	Name string
+	// Reads is the newest version of the log's schema this member reads,
+	// announced in its entry: the cluster writes the version every member
+	// reads (Level). Zero means 1, as an entry of a build that did not
+	// announce it.
+	Reads int
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -96,6 +101,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: Config.Heartbeat: %s, want more than 0 and less than TTL %s", c.Heartbeat, c.TTL)
 	case c.Resync < 0:
 		return fmt.Errorf("cluster: Config.Resync: %s, want at least 0", c.Resync)
+	case c.Reads < 0:
+		return fmt.Errorf("cluster: Config.Reads: %d, want at least 0", c.Reads)
 	}
 	return nil
 }
@@ -107,6 +114,9 @@ type entry struct {
 	Host  string   `json:"host"`
 	Port  int      `json:"port"`
 	Kinds []string `json:"kinds"`
+	// Reads is the newest schema version the member reads; 0 (an entry
+	// without it) is 1.
+	Reads int `json:"reads,omitempty"`
 
 	// seen is when the bucket stored the revision this was read from,
 	// and rev that revision.
@@ -199,7 +209,7 @@ func (p *Provider) Join(self Self, topo Topology) error {
 	kinds := slices.Clone(self.Kinds)
 	sort.Strings(kinds)
 	p.topo = topo
-	p.self = entry{ID: self.ID, Name: p.cfg.Name, Host: self.Host, Port: self.Port, Kinds: kinds}
+	p.self = entry{ID: self.ID, Name: p.cfg.Name, Host: self.Host, Port: self.Port, Kinds: kinds, Reads: p.cfg.Reads}
 	var err error
 	if p.value, err = json.Marshal(p.self); err != nil {
 		return fmt.Errorf("cluster: encode entry: %w", err)
@@ -270,6 +280,25 @@ func (p *Provider) Fresh() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !p.beat.IsZero() && time.Since(p.beat) < p.cfg.TTL
+}
+
+// Level is the newest schema version every member reads: the least
+// Reads among the last complete member list the bucket gave and this
+// member's own. Until the first complete read it is 1: a member that
+// cannot yet know who else is there writes what every build reads. A
+// member that joins with a lower Reads lowers it for every later write
+// (but what was written before stays; see docs/operations.md, Upgrades).
+func (p *Provider) Level() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.synced {
+		return 1
+	}
+	level := max(p.self.Reads, 1)
+	for _, e := range p.members {
+		level = min(level, max(e.Reads, 1))
+	}
+	return level
 }
 
 // Members returns the last complete member list the bucket gave, sorted by

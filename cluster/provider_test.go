@@ -175,8 +175,15 @@ type starter func(t *testing.T, kv jetstream.KeyValue, name string) *member
 // cluster does not pass (.ci/run).
 func joinAlone(t *testing.T, kv jetstream.KeyValue, name string) *member {
 	t.Helper()
+	return joinAloneReading(t, kv, name, 0)
+}
+
+// joinAloneReading is joinAlone of a member that announces it reads the
+// log's schema up to reads (0: a build that does not announce it).
+func joinAloneReading(t *testing.T, kv jetstream.KeyValue, name string, reads int) *member {
+	t.Helper()
 	m := &member{id: "alone-" + name, kv: &faultyKV{KV: kv}}
-	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Logger: testLogger(t)})
+	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Logger: testLogger(t), Reads: reads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,5 +543,51 @@ func TestConfigErrorsNameTheFieldAlone(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// Level is the newest schema version every member reads: a member that
+// announces less (or nothing, as a build before the announcement) lowers
+// it for all, and once it has left the level rises again. Members write
+// at the level, so a build never meets a version it cannot read while it
+// is a member (a rolling upgrade).
+func TestLevelIsWhatEveryMemberReadsAlone(t *testing.T) {
+	kv := bucket(t)
+	a := joinAloneReading(t, kv, "a", 2)
+	eventually(t, "a sees itself", func() bool { return sees(a, a) })
+	if got := a.p.Level(); got != 2 {
+		t.Fatalf("a alone, reading 2: level %d", got)
+	}
+	old := joinAloneReading(t, kv, "old", 0)
+	eventually(t, "a and old see each other", func() bool { return sees(a, a, old) && sees(old, a, old) })
+	for _, m := range []*member{a, old} {
+		if got := m.p.Level(); got != 1 {
+			t.Fatalf("%s beside a member that does not announce: level %d, want 1", m.id, got)
+		}
+	}
+	if err := old.p.Shutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a alone again", func() bool { return sees(a, a) })
+	if got := a.p.Level(); got != 2 {
+		t.Fatalf("a once old left: level %d, want 2", got)
+	}
+	b := joinAloneReading(t, kv, "b", 3)
+	eventually(t, "a and b see each other", func() bool { return sees(a, a, b) && sees(b, a, b) })
+	if got, other := a.p.Level(), b.p.Level(); got != 2 || other != 2 {
+		t.Fatalf("a reading 2 beside b reading 3: levels %d and %d, want 2", got, other)
+	}
+}
+
+func TestLevelBeforeTheFirstReadIsOne(t *testing.T) {
+	p, err := cluster.NewProvider(cluster.Config{KV: &faultyKV{}, TTL: ttl, Reads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Level(); got != 1 {
+		t.Fatalf("level before any read: %d, want 1", got)
+	}
+	if _, err := cluster.NewProvider(cluster.Config{KV: &faultyKV{}, TTL: ttl, Reads: -1}); err == nil {
+		t.Fatal("Reads -1 accepted")
 	}
 }

@@ -24,13 +24,6 @@ import (
 	"github.com/cairn-agents/cairn/runtime/session"
 )
 
-// SchemaVersion is the version this package writes. Version 2: a
-// checkpoint commit may list only the calls it changed (Checkpoint.CallsAt);
-// a build that reads only version 1 would take those for the whole
-// journal, so it refuses version 2 (ErrUnknownVersion). Every version
-// before is read as it was written.
-const SchemaVersion = 2
-
 // Type names an event kind. Names are in the past tense: they record what
 // happened.
 type Type string
@@ -189,20 +182,36 @@ const (
 	CETime        = "ce-time"
 )
 
+// An event's version is the least version of the schema that reads it
+// right: a reader of an older one would misread it, so it refuses the
+// event (ErrUnknownVersion), and a reader skips only what it cannot read.
+// Every type's payload reads alike in versions 1 and 2 but a checkpoint
+// commit that lists only the calls it changed (VersionOf). New and NewRaw
+// build version 1 envelopes.
+
+// VersionOf is the version of a checkpoint commit with payload p: 2 when
+// it lists only the calls it changed, else 1.
+func VersionOf(p *Checkpoint) int {
+	if !p.ListsCalls() {
+		return 2
+	}
+	return 1
+}
+
 // New builds an envelope with payload v.
 func New(t Type, sessionID, runID string, revision, epoch int64, at time.Time, v any) (Envelope, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("events: encode %s: %w", t, err)
 	}
-	return Envelope{Type: t, Version: SchemaVersion, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}, nil
+	return Envelope{Type: t, Version: 1, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}, nil
 }
 
 // NewRaw builds an envelope around an already encoded payload, which must
 // be valid JSON (the commit path encodes a checkpoint once and reuses the
 // bytes).
 func NewRaw(t Type, sessionID, runID string, revision, epoch int64, at time.Time, data json.RawMessage) Envelope {
-	return Envelope{Type: t, Version: SchemaVersion, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}
+	return Envelope{Type: t, Version: 1, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}
 }
 
 // CheckpointPayload encodes the payload of CheckpointCommitted around a
@@ -269,6 +278,9 @@ func CheckpointPayloadWith(checkpoint []byte, on Bases) json.RawMessage {
 func Encode(e Envelope, id string) (body []byte, headers map[string]string, err error) {
 	if !known[e.Type] {
 		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	}
+	if e.Version < 1 || e.Version > SchemaVersion {
+		return nil, nil, fmt.Errorf("%w: version %d, this build writes 1 to %d", ErrMalformed, e.Version, SchemaVersion)
 	}
 	if !plainID(e.SessionID) || (e.RunID != "" && !plainID(e.RunID)) {
 		return nil, nil, fmt.Errorf("%w: session %q / run %q are not valid IDs", ErrMalformed, e.SessionID, e.RunID)

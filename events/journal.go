@@ -11,8 +11,8 @@ import (
 // journals the response; every later revision of the same response lists
 // only the calls it changed (Checkpoint.CallsAt), without their arguments.
 // A response of n calls then costs O(n) bytes in all, where a whole
-// listing in every revision cost O(n²) (1,000 run_js calls: 123 KB of
-// stream per call). The functions below are the one definition of that
+// listing in every revision cost O(n²) (1,000 run_js calls: 99 KB of
+// stream per call, docs/performance.md W2). The functions below are the one definition of that
 // encoding, for the stores that write it and every reader that folds it.
 
 // CallDelta returns cur as the calls it changed from prev and their
@@ -111,6 +111,7 @@ type Folder struct {
 
 type folded struct {
 	rev      int64
+	listed   int64 // the revision that listed calls whole last
 	calls    []runtime.CallRecord
 	listings map[int64][]string // full listings of used call IDs, by revision
 }
@@ -135,9 +136,7 @@ func (f *Folder) Whole(runID string, p *Checkpoint) (*runtime.Checkpoint, error)
 		f.runs[runID] = r
 	}
 	cp := p.Checkpoint
-	if p.UsedCallIDsBase == 0 {
-		r.listings[cp.Revision] = cp.UsedCallIDs
-	} else {
+	if p.UsedCallIDsBase > 0 {
 		base, ok := r.listings[p.UsedCallIDsBaseRev]
 		if !ok {
 			return nil, fmt.Errorf("%w: run %s revision %d: used call IDs on revision %d", ErrNoBase, runID, cp.Revision, p.UsedCallIDsBaseRev)
@@ -148,11 +147,20 @@ func (f *Folder) Whole(runID string, p *Checkpoint) (*runtime.Checkpoint, error)
 		if r.rev != cp.Revision-1 {
 			return nil, fmt.Errorf("%w: run %s revision %d: calls on revision %d, the last seen is %d", ErrNoBase, runID, cp.Revision, cp.Revision-1, r.rev)
 		}
+		if r.listed != p.CallsBaseRev {
+			return nil, fmt.Errorf("%w: run %s revision %d: calls on the listing at revision %d, the last listing is at %d", ErrMalformed, runID, cp.Revision, p.CallsBaseRev, r.listed)
+		}
 		calls, err := ApplyCalls(r.calls, cp.Calls, p.CallsAt)
 		if err != nil {
 			return nil, fmt.Errorf("run %s revision %d: %w", runID, cp.Revision, err)
 		}
 		cp.Calls = calls
+	} else {
+		r.listed = cp.Revision
+	}
+	// Only a checkpoint made whole changes what the Folder keeps.
+	if p.UsedCallIDsBase == 0 {
+		r.listings[cp.Revision] = cp.UsedCallIDs
 	}
 	r.rev, r.calls = cp.Revision, cp.Calls
 	return &cp, nil

@@ -139,6 +139,10 @@ func TestFolder(t *testing.T) {
 	if _, err := f.Whole("r", gap); !errors.Is(err, events.ErrNoBase) {
 		t.Fatalf("revision 6 after 4: %v, want ErrNoBase", err)
 	}
+	otherListing := payload(t, at(5, nil), events.Bases{CallsRev: 2})
+	if _, err := f.Whole("r", otherListing); !errors.Is(err, events.ErrMalformed) {
+		t.Fatalf("calls on revision 2, which listed none: %v, want ErrMalformed", err)
+	}
 	unseen := payload(t, at(5, nil, "cd"), events.Bases{UsedSeq: 3, UsedRev: 3})
 	if _, err := f.Whole("r", unseen); !errors.Is(err, events.ErrNoBase) {
 		t.Fatalf("used IDs on revision 3, never a listing: %v, want ErrNoBase", err)

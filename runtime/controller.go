@@ -39,10 +39,16 @@ const (
 	StatusCompleted CallStatus = "completed"
 	StatusFailed    CallStatus = "failed"
 	StatusCancelled CallStatus = "cancelled"
+	// StatusParked is a run a node cannot move: its log holds an event of
+	// a schema version newer than the node's build reads. It is shown to
+	// operators (the HTTP API) only; a node of a newer build resumes it.
+	StatusParked CallStatus = "parked"
 )
 
 // Active reports whether the call has not finished.
-func (s CallStatus) Active() bool { return s == StatusRunning || s == StatusWaiting }
+func (s CallStatus) Active() bool {
+	return s == StatusRunning || s == StatusWaiting || s == StatusParked
+}
 
 // StatusNeedsInput is the status a run shows, to its operators and users,
 // when it completed with a needs_input reply: it ended, asking a question

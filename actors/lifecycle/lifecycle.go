@@ -141,9 +141,14 @@ const (
 	NotYetCreated
 	// Permanent: no retry can fix it (budget, input, contract).
 	Permanent
+	// Unreadable: the run's log holds an event of a schema version newer
+	// than this build reads (a node rolled back past the build that wrote
+	// it). Neither failed nor retried: the run parks, and a node of a
+	// build that reads it resumes it (its start's sweep, a later wake).
+	Unreadable
 )
 
-var outcomeNames = [...]string{"completed", "waiting", "drained", "ended", "fenced-out", "transient", "unavailable", "not-yet-created", "permanent"}
+var outcomeNames = [...]string{"completed", "waiting", "drained", "ended", "fenced-out", "transient", "unavailable", "not-yet-created", "permanent", "unreadable"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -414,6 +419,13 @@ func (r *Run) ended(now time.Time, e AttemptEnded) []Effect {
 		return append(effs, ArmDeadline{WaitCallID: e.WaitCallID})
 	case Drained:
 		r.draining, r.state = true, Idle
+		return nil
+	case Unreadable:
+		// No retry reads it better, and a wake that came meanwhile is
+		// moot: this build cannot move the run. Parked without a
+		// deadline; a wake attempts it again (and parks it again).
+		r.retries, r.outages = 0, 0
+		r.state = Parked
 		return nil
 	case FencedOut:
 		if e.Reused {

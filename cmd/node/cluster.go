@@ -531,7 +531,7 @@ func (c clusterOptions) configure(ctx context.Context, js njs.JetStream, cfg *ac
 	logger := cfg.Logger
 	cfg.Cluster = &actors.ClusterConfig{Name: c.name, Host: host, Port: port, AdvertisedHost: c.advertise,
 		Provider: func() (pcluster.ClusterProvider, error) {
-			return cluster.NewProvider(cluster.Config{KV: kv, TTL: c.ttl, Heartbeat: c.heartbeat, Name: c.name, Logger: logger})
+			return cluster.NewProvider(cluster.Config{KV: kv, TTL: c.ttl, Heartbeat: c.heartbeat, Name: c.name, Logger: logger, Reads: events.SchemaVersion})
 		}}
 	// The members' remote uses the node's NATS certificate too: one
 	// certificate per node, one CA per cluster.

@@ -63,6 +63,13 @@ type Config struct {
 	Replicas int
 	// Holder names this process in lease events; "" means "cairn".
 	Holder string
+	// Schema, when set, is the newest version of the log's schema the
+	// store may write: a cluster's level (the newest every member reads,
+	// cluster.Provider's Level), so that no member meets an event it
+	// cannot read while builds of two versions run side by side. Below 2,
+	// every checkpoint lists its calls whole (version 1). Nil is
+	// events.SchemaVersion.
+	Schema func() int
 	// Retries of a publish after a transient error (timeout, no
 	// responders, leader change); zero means 5.
 	Retries int
@@ -394,9 +401,10 @@ func conflict(err error) bool {
 
 // DecodeCheckpoint decodes a CheckpointCommitted message read from the
 // log (Last, Lasts), fetching an out-of-line payload from the object store.
-// Its UsedCallIDs are those the event lists: when the event has a base
-// (events.Checkpoint.UsedCallIDsBase), only those added since; a run's
-// handle (LoadCheckpoint) has them all.
+// Its UsedCallIDs and Calls are those the event lists: when the event has
+// a base (events.Checkpoint.UsedCallIDsBase), only the IDs added since;
+// after its response's listing (CallsBaseRev), only the calls it changed.
+// A run's handle (LoadCheckpoint) and LastCheckpoint have them whole.
 func (s *Store) DecodeCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg) (*runtime.Checkpoint, error) {
 	p, _, _, err := s.decodeCheckpointOf(ctx, m)
 	if err != nil {
@@ -476,13 +484,18 @@ type RunStore struct {
 	// lists a response's calls whole once; each later revision of it lists
 	// the calls it changed from the revision before (events.CallDelta), on
 	// callsBase, the listing (zero: none, the next revision lists whole).
-	// prevCalls and lastOn are what the committed revision was encoded on
-	// (the journal before it, and the bases it names), so an identical
-	// retry is encoded as it was.
+	// prevCalls and lastDelta are what the committed revision was encoded
+	// on (the journal before it, and whether it listed changes on
+	// callsBase), so an identical retry is encoded as it was.
 	calls     []runtime.CallRecord
 	callsBase listing
 	prevCalls []runtime.CallRecord
 	lastDelta bool
+	// foldLater is the last checkpoint of a completed run, read at
+	// foldSeq, whose calls are changes only: a read-only handle folds its
+	// journal when it is first loaded, not at Open.
+	foldLater *events.Checkpoint
+	foldSeq   uint64
 	window    []model.Message
 	ids       map[string]bool
 	loaded    bool
@@ -519,10 +532,12 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 			h.callsBase = listing{seq: m.Sequence, rev: cp.Revision, n: len(cp.Calls)}
 		}
 	} else {
-		if h.calls, h.prevCalls, h.callsBase, err = h.s.journalOf(ctx, h.session, h.run, m.Sequence, p); err != nil {
+		h.lastDelta = true
+		if h.completed {
+			h.foldLater, h.foldSeq = p, m.Sequence
+		} else if h.calls, h.prevCalls, h.callsBase, err = h.s.journalOf(ctx, h.session, h.run, m.Sequence, p); err != nil {
 			return err
 		}
-		h.lastDelta = true
 	}
 	h.cpData, err = json.Marshal(cp) // as the log has it: on its bases
 	return err
@@ -715,6 +730,13 @@ func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, err
 		return nil, fmt.Errorf("jetstream: load checkpoint: %w", err)
 	}
 	cp.UsedCallIDs = slices.Clone(h.used)
+	if h.foldLater != nil {
+		calls, prev, base, err := h.s.journalOf(ctx, h.session, h.run, h.foldSeq, h.foldLater)
+		if err != nil {
+			return nil, err
+		}
+		h.calls, h.prevCalls, h.callsBase, h.foldLater = calls, prev, base, nil
+	}
 	cp.Calls = slices.Clone(h.calls)
 	return &cp, nil
 }
@@ -783,7 +805,12 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		return fmt.Errorf("jetstream: save run %s rev %d: current revision is %d: %w", h.run, cp.Revision, h.rev, runtime.ErrConflict)
 	}
 	full := !h.extendsBase(cp.UsedCallIDs) || len(cp.UsedCallIDs)-h.base.n > maxUsedCallIDsDelta
-	b, on, delta, err := h.encode(cp, full, h.calls, h.callsBase)
+	version := h.s.WriteVersion()
+	callsBase := h.callsBase
+	if version < 2 { // a reader of version 1 takes calls for the whole journal
+		callsBase = listing{}
+	}
+	b, on, delta, err := h.encode(cp, full, h.calls, callsBase)
 	if err != nil {
 		return fmt.Errorf("jetstream: save checkpoint: %w", err)
 	}
@@ -796,6 +823,9 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		}
 	}
 	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadWith(b, on))
+	if delta {
+		ev.Version = 2 // events.VersionOf: a reader of version 1 misreads changes only
+	}
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
@@ -1053,6 +1083,17 @@ func (h *RunStore) Compact(ctx context.Context, c session.Compaction) error {
 		h.ids[m.ID] = true
 	}
 	return nil
+}
+
+// WriteVersion is the newest schema version the store may write now
+// (Config.Schema within 1 and events.SchemaVersion). Each event is written
+// at the least version that reads it (events.VersionOf): below 2, every
+// checkpoint lists its calls whole.
+func (s *Store) WriteVersion() int {
+	if s.cfg.Schema == nil {
+		return events.SchemaVersion
+	}
+	return min(max(s.cfg.Schema(), 1), events.SchemaVersion)
 }
 
 // LastCheckpoint decodes the last checkpoint commit on subject, resolving

@@ -51,11 +51,12 @@ type runData struct {
 	// on what the revision before had (wire), and folded back from those
 	// bytes into used and calls, the whole used call IDs and journal.
 	// prevUsed and prevCalls are what it was encoded on (an identical
-	// retry is encoded on them again).
+	// retry is encoded on them again); used only ever grows in place past
+	// prevUsed's length, or is a new slice.
 	checkpoint []byte
 	used       []string
 	calls      []runtime.CallRecord
-	prevUsed   int
+	prevUsed   []string
 	prevCalls  []runtime.CallRecord
 	done       bool
 	// encoded counts the bytes of every commit as encoded, its appended
@@ -104,7 +105,7 @@ func (rd *runData) fold(b []byte) error {
 			return err
 		}
 	}
-	rd.prevUsed, rd.prevCalls = len(rd.used), rd.calls
+	rd.prevUsed, rd.prevCalls = rd.used, rd.calls
 	if w.UsedFrom == len(rd.used) {
 		rd.used = append(rd.used, w.Checkpoint.UsedCallIDs...) // an identical retry reads the prefix
 	} else {
@@ -246,7 +247,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) erro
 		}
 		switch {
 		case cp.Revision == rd.revision && rd.revision > 0:
-			b, err := encode(cp, rd.used[:rd.prevUsed], rd.prevCalls)
+			b, err := encode(cp, rd.prevUsed, rd.prevCalls)
 			if err == nil && bytes.Equal(b, rd.checkpoint) {
 				return nil // identical retry: committed once (C13)
 			}

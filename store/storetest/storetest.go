@@ -40,6 +40,7 @@ func Run(t *testing.T, newOpener func(t *testing.T) Opener) {
 		{"C13_IdenticalRetryAppendsOnce", testIdenticalRetry},
 		{"C11_UsedCallIDsSurviveManyRevisions", testUsedCallIDs},
 		{"C11_CallJournalSurvivesEveryRevision", testCallJournal},
+		{"C13_IdenticalRetryWhateverTheUsedIDs", testRetryUsedIDs},
 		{"C13_ConflictingRevisionFails", testConflictingRevision},
 		{"C13_ConcurrentWritersOneWins", testConcurrentWriters},
 		{"C12_AppendAndCheckpointMoveTogether", testAtomicAppend},
@@ -301,6 +302,32 @@ func testCallJournal(t *testing.T, o Opener) {
 	commit(c, true)
 	commit(response(9, 3, "b"), true)
 	commit(nil, true)
+}
+
+// An identical retry is accepted, and a changed one refused, whether a
+// revision's used call IDs extend the revision before's or not (the loop
+// only extends them; a store must not depend on it).
+func testRetryUsedIDs(t *testing.T, o Opener) {
+	ctx := context.Background()
+	s := open(t, o, "s", "r")
+	for rev, used := range [][]string{{"a", "b", "c"}, {"x"}, {"x", "y", "z", "w"}, nil, {"q"}, {"q", "r"}} {
+		c := cp(int64(rev+1), text(fmt.Sprintf("m%d", rev+1), "x"))
+		c.UsedCallIDs = slices.Clone(used)
+		save(t, s, c)
+		retry := *c
+		retry.UsedCallIDs = slices.Clone(used)
+		save(t, s, &retry)
+		changed := *c
+		changed.UsedCallIDs = append(slices.Clone(used), "other")
+		wantErr(t, s.SaveCheckpoint(ctx, &changed), runtime.ErrConflict, fmt.Sprintf("rev %d again with another used ID", rev+1))
+		got, err := s.LoadCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.UsedCallIDs, used) {
+			t.Fatalf("rev %d loaded used call IDs %v, want %v", rev+1, got.UsedCallIDs, used)
+		}
+	}
 }
 
 func testIdenticalRetry(t *testing.T, o Opener) {

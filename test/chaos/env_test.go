@@ -132,12 +132,17 @@ func (e *env) note(format string, args ...any) {
 // mounts) and starts them; its cleanup stops them and removes the mounts.
 func newEnv(t *testing.T, topo chaos.Topology, seed int64, diskMB int) *env {
 	t.Helper()
+	return newEnvOf(t, topo, seed, diskMB, build(t, "node", "github.com/cairn-agents/cairn/cmd/node"))
+}
+
+// newEnvOf is newEnv with the nodes' binary.
+func newEnvOf(t *testing.T, topo chaos.Topology, seed int64, diskMB int, nodeBin string) *env {
+	t.Helper()
 	agents, err := filepath.Abs("../../examples/agents")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, topo: topo, seed: seed, faults: map[chaos.Kind]int{}, disks: tmpfsAvailable()}
-	nodeBin := build(t, "node", "github.com/cairn-agents/cairn/cmd/node")
 	// Directories first: t.TempDir's removal then runs after the cleanup
 	// below has stopped the processes and unmounted their disks.
 	newProc := func(name, bin string) *proc {

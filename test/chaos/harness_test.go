@@ -20,8 +20,8 @@ import (
 // The binaries are built once per test process, into a directory outside
 // the repository that TestMain removes.
 var bins struct {
-	dir        string
-	node, nats struct {
+	dir                 string
+	node, nats, nodeOld struct {
 		once sync.Once
 		path string
 		err  error
@@ -40,15 +40,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// build builds pkg once per test process, as name: "node", "nats-server",
+// or "node-schema1", the node built with -tags cairn_schema1 (the build of
+// the log's schema version 1, for TestRollingUpgrade).
 func build(t *testing.T, name, pkg string) string {
 	t.Helper()
-	b := &bins.node
-	if name == "nats-server" {
+	b, args := &bins.node, []string{"build"}
+	switch name {
+	case "nats-server":
 		b = &bins.nats
+	case "node-schema1":
+		b, args = &bins.nodeOld, append(args, "-tags", "cairn_schema1")
 	}
 	b.once.Do(func() {
 		b.path = filepath.Join(bins.dir, name)
-		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd := exec.Command("go", append(args, "-o", b.path, pkg)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
