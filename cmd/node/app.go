@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/kvcap"
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
@@ -145,11 +146,11 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	caps, err := catalog(builtinCapabilities(), ext)
+	caps, err := catalog(kvcap.Capabilities(), ext)
 	if err != nil {
 		return nil, err
 	}
-	mcpHost, caps, route, err := withMCP(ctx, o, dep, js, caps, backends(backendFor(kv, o.keys.ring), nc, ext))
+	mcpHost, caps, route, err := withMCP(ctx, o, dep, js, caps, backends(kvcap.For(kv, o.keys.ring), nc, ext))
 	if err != nil {
 		return nil, err
 	}

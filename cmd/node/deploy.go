@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/kvcap"
 	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/schema"
@@ -270,7 +271,7 @@ func setupFor(dep *deployment, agent string) (replay.Setup, error) {
 		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
 	}
 	caps := map[string]runtime.Capability{}
-	for _, c := range builtinCapabilities() {
+	for _, c := range kvcap.Capabilities() {
 		caps[c.Name] = c
 	}
 	for _, name := range a.agent.Definition.Capabilities {

@@ -1,0 +1,145 @@
+// Package kvcap is the built-in capability a run's scripts reach as
+// caps.kv: a key-value store scoped to the run's session, on a JetStream
+// KV bucket. Keys are hashed into the bucket's key space under the
+// session's ID; each value holds its own key, and is sealed with the
+// log's payload keys when the node has them (what a script stores is as
+// much the run's content as its transcript).
+package kvcap
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jstool"
+)
+
+// Capabilities are the store's three calls, for the node's catalog.
+func Capabilities() []runtime.Capability {
+	return []runtime.Capability{
+		{Name: "kv.get", Description: "Read a value of this session's key-value store; value is null when absent.",
+			InputSchema: json.RawMessage(`{"type":"object","required":["key"],"properties":{"key":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`)},
+		{Name: "kv.put", Description: "Write a JSON value to this session's key-value store.",
+			InputSchema: json.RawMessage(`{"type":"object","required":["key","value"],"properties":{"key":{"type":"string","minLength":1,"maxLength":256},"value":{}},"additionalProperties":false}`)},
+		{Name: "kv.list", Description: "List the keys of this session's key-value store.",
+			InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`)},
+	}
+}
+
+// For scopes the store on kv to a run's session (keys: the log's payload
+// keys, nil when payloads are not sealed).
+func For(kv jetstream.KeyValue, keys *events.Keyring) func(events.Run) runtime.Backend {
+	return func(r events.Run) runtime.Backend { return backend{kv: kv, session: r.SessionID, keys: keys} }
+}
+
+type backend struct {
+	kv      jetstream.KeyValue
+	session string
+	keys    *events.Keyring
+}
+
+type entry struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+func (b backend) key(k string) string {
+	h := sha256.Sum256([]byte(k))
+	return b.session + "." + hex.EncodeToString(h[:12])
+}
+
+// opTimeout bounds one capability call on the store: the attempt's own
+// context may carry a deadline of hours (the root's wall-clock budget),
+// and a NATS that went away must fail the call, not hold the attempt.
+const opTimeout = 30 * time.Second
+
+// Invoke implements runtime.Backend.
+func (b backend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Value, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	var args struct {
+		Key   string          `json:"key"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(inv.Args, &args); err != nil {
+		return jstool.Value{}, fmt.Errorf("arguments: %w", err)
+	}
+	switch inv.Capability {
+	case "kv.get":
+		e, err := b.kv.Get(ctx, b.key(args.Key))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return jstool.Value{JSON: json.RawMessage(`{"key":` + quote(args.Key) + `,"value":null}`)}, nil
+		}
+		if err != nil {
+			return jstool.Value{}, fmt.Errorf("kv %q: %w", args.Key, err)
+		}
+		v, err := b.keys.Open(e.Value())
+		if err != nil {
+			return jstool.Value{}, fmt.Errorf("kv %q: %w", args.Key, err)
+		}
+		return jstool.Value{JSON: v}, nil
+	case "kv.put":
+		v, _ := json.Marshal(entry{Key: args.Key, Value: args.Value})
+		if _, err := b.kv.Put(ctx, b.key(args.Key), b.keys.Seal(v)); err != nil {
+			return jstool.Value{}, fmt.Errorf("kv %q: %w", args.Key, err)
+		}
+		return jstool.Value{JSON: json.RawMessage(`{"ok":true}`)}, nil
+	case "kv.list":
+		return b.list(ctx)
+	}
+	return jstool.Value{}, fmt.Errorf("no capability %q", inv.Capability)
+}
+
+// list reads every key of the session. A read that fails fails the call:
+// a list that silently left keys out would tell the script they are not
+// there (before, a failed read of one key dropped it from the answer).
+// A key deleted between the listing and its read is not listed.
+func (b backend) list(ctx context.Context) (jstool.Value, error) {
+	lister, err := b.kv.ListKeysFiltered(ctx, b.session+".>")
+	if err != nil {
+		return jstool.Value{}, fmt.Errorf("kv list: %w", err)
+	}
+	var hashed []string
+	for k := range lister.Keys() {
+		hashed = append(hashed, k)
+	}
+	keys := []string{}
+	for _, k := range hashed {
+		e, err := b.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return jstool.Value{}, fmt.Errorf("kv list: read %s: %w", k, err)
+		}
+		v, err := b.keys.Open(e.Value())
+		if err != nil {
+			return jstool.Value{}, fmt.Errorf("kv list: %s: %w", k, err)
+		}
+		var ent entry
+		if err := json.Unmarshal(v, &ent); err != nil {
+			return jstool.Value{}, fmt.Errorf("kv list: %s: %w", k, err)
+		}
+		keys = append(keys, ent.Key)
+	}
+	if err := ctx.Err(); err != nil { // the listing ends early when the context does
+		return jstool.Value{}, fmt.Errorf("kv list: %w", err)
+	}
+	sort.Strings(keys)
+	out, _ := json.Marshal(map[string]any{"keys": keys})
+	return jstool.Value{JSON: out}, nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
