@@ -328,14 +328,21 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	stream, err := js.Stream(ctx, events.StreamName(cfg.Store.Stream))
+	var stream jetstream.Stream
+	err = cjs.Setup(ctx, func(ctx context.Context) (err error) {
+		stream, err = js.Stream(ctx, events.StreamName(cfg.Store.Stream))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
 	n.runlog = &runLog{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) error {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, replicas)); err != nil {
+		if err := cjs.Setup(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, bucketConfig(name, replicas))
+			return err
+		}); err != nil {
 			return fmt.Errorf("actors: bucket %s: %w", name, err)
 		}
 		return nil

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // readyBucket holds the readiness probes' writes: a key per probe, each
@@ -46,8 +48,11 @@ type readiness struct {
 func (n *Node) openReadiness(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	cctx, cancel := context.WithTimeout(ctx, consumerOpTimeout)
 	defer cancel()
-	if _, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{Bucket: readyBucket, Storage: jetstream.FileStorage,
-		Replicas: replicas, TTL: readyProbeTTL}); err != nil {
+	if err := cjs.Setup(cctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: readyBucket, Storage: jetstream.FileStorage,
+			Replicas: replicas, TTL: readyProbeTTL})
+		return err
+	}); err != nil {
 		return fmt.Errorf("actors: bucket %s: %w", readyBucket, err)
 	}
 	w, err := n.store.LogOn(ctx, "KV_"+readyBucket)

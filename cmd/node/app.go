@@ -134,7 +134,11 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage, Replicas: o.cluster.replicaCount()})
+	var kv njs.KeyValue
+	err = jetstream.Setup(ctx, func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, njs.KeyValueConfig{Bucket: "cairn_kv", Storage: njs.FileStorage, Replicas: o.cluster.replicaCount()})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}

@@ -520,7 +520,11 @@ func (c clusterOptions) configure(ctx context.Context, js njs.JetStream, cfg *ac
 	if !c.on() {
 		return nil
 	}
-	kv, err := cluster.Bucket(ctx, js, cluster.BucketConfig{TTL: c.ttl, Replicas: c.replicaCount()})
+	var kv njs.KeyValue
+	err := jetstream.Setup(ctx, func(ctx context.Context) (err error) {
+		kv, err = cluster.Bucket(ctx, js, cluster.BucketConfig{TTL: c.ttl, Replicas: c.replicaCount()})
+		return err
+	})
 	if err != nil {
 		return err
 	}

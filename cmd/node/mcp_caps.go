@@ -16,6 +16,7 @@ import (
 	mcpcaps "github.com/cairn-agents/cairn/capabilities/mcp"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // withMCP starts the MCP servers of the --mcp-servers file (none when the
@@ -141,7 +142,11 @@ type objectBlobs struct {
 const attachmentBucket = "CAIRN_ATTACHMENTS"
 
 func newObjectBlobs(ctx context.Context, js njs.JetStream) (*objectBlobs, error) {
-	os, err := js.CreateOrUpdateObjectStore(ctx, njs.ObjectStoreConfig{Bucket: attachmentBucket, Storage: njs.FileStorage})
+	var os njs.ObjectStore
+	err := cjs.Setup(ctx, func(ctx context.Context) (err error) {
+		os, err = js.CreateOrUpdateObjectStore(ctx, njs.ObjectStoreConfig{Bucket: attachmentBucket, Storage: njs.FileStorage})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: %w", attachmentBucket, err)
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
 )
 
 // PublishFunc is the signature of the store's publish path.
@@ -47,4 +49,13 @@ func ScanTo(ctx context.Context, w *Log, filter string, end uint64) (seen []uint
 		return nil
 	})
 	return seen, err
+}
+
+// EnsureStream is ensureStream on the stream Config describes.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Stream, error) {
+	if cfg.Stream == "" {
+		cfg.Stream = events.DefaultStream
+	}
+	cfg.Replicas = max(cfg.Replicas, 1)
+	return ensureStream(ctx, js, streamConfig(cfg))
 }

@@ -159,7 +159,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		Stream: cfg.Stream, Replicas: cfg.Replicas, Retries: cfg.Retries, Backoff: cfg.Backoff,
 		Logger: cfg.Logger, GroupCommit: cfg.GroupCommit, OnBatch: cfg.OnBatch,
 	}, nil)}
-	s.blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	err = Setup(ctx, func(ctx context.Context) (err error) {
+		s.blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: object store %s: %w", blobBucket, err)
 	}
@@ -191,15 +194,23 @@ func streamConfig(cfg Config) jetstream.StreamConfig {
 // ensureStream creates the stream or checks that the existing one matches
 // on everything Cairn's guarantees depend on.
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
-	st, err := js.Stream(ctx, want.Name)
+	var st jetstream.Stream
+	lookup := func(ctx context.Context) (err error) {
+		st, err = js.Stream(ctx, want.Name)
+		return err
+	}
+	err := Setup(ctx, lookup)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		st, err = js.CreateStream(ctx, want)
+		err = Setup(ctx, func(ctx context.Context) (err error) {
+			st, err = js.CreateStream(ctx, want)
+			return err
+		})
 		if err == nil {
 			return st, nil
 		}
 		// Another process may have created it meanwhile.
-		if st2, err2 := js.Stream(ctx, want.Name); err2 == nil {
-			st, err = st2, nil
+		if err2 := Setup(ctx, lookup); err2 == nil {
+			err = nil
 		}
 	}
 	if err != nil {
@@ -239,7 +250,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		// atomic publish on changes nothing stored.
 		upd := got
 		upd.AllowAtomicPublish = true
-		if st, err = js.UpdateStream(ctx, upd); err != nil {
+		if err = Setup(ctx, func(ctx context.Context) (err error) {
+			st, err = js.UpdateStream(ctx, upd)
+			return err
+		}); err != nil {
 			return nil, fmt.Errorf("jetstream: stream %s: enabling atomic batch publish for group commit (needs nats-server 2.12+; Config.GroupCommit.Mode single works without it): %w", want.Name, err)
 		}
 	}

@@ -97,3 +97,36 @@ func unavailableAPI(api *jetstream.APIError) bool {
 // errReplicaBehind: a read answered by a stream replica that stays behind
 // its leader.
 var errReplicaBehind = errors.New("jetstream: the replica answering is behind the stream leader")
+
+// setupTry bounds one try of a set-up request. A JetStream API request
+// sent while the cluster had no leader is never answered: one try that
+// waited for it to its caller's deadline (20 s when a member rejoins) kept
+// the member out of the cluster, pulling completions it could only put
+// back, for 20 s after the cluster had recovered (a parent woke 4 s late,
+// long after every fault's recovery).
+const setupTry = 2 * time.Second
+
+// Setup runs f, a request that sets up what a component needs of
+// JetStream: idempotent, such as a stream, a KV bucket or an object store
+// looked up or created. Each try is bounded by setupTry and tried again,
+// backing off up to a second, while it fails for an outage (Unavailable:
+// a lost request times out) and ctx lasts. Its error is f's last.
+func Setup(ctx context.Context, f func(ctx context.Context) error) error {
+	delay := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, setupTry)
+		err := f(tctx)
+		cancel()
+		if err == nil || !Unavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
