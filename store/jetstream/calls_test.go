@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
@@ -145,27 +144,7 @@ func TestCallsBaseInACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	journals := oneResponse(t, h, 20)
-	dst := natstest.Connect(t, natstest.Server(t))
-	newStore(t, dst, jetstream.Config{}) // the stream, empty
-	js, _ := njs.New(src)
-	djs, _ := njs.New(dst)
-	for i := 0; i < 3; i++ { // shifts every sequence
-		if _, err := djs.Publish(ctx, events.RunLease("other", "o"), []byte("{}")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, m := range logMsgs(t, js) {
-		for k := range m.Header {
-			if strings.HasPrefix(k, "Nats-") && k != "Nats-Msg-Id" {
-				m.Header.Del(k)
-			}
-		}
-		if _, err := djs.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err = newStore(t, dst, jetstream.Config{}).Open(ctx, "s", "r")
-	if err != nil {
+	if h, err = copyLog(t, src, 3).Open(ctx, "s", "r"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := h.LoadCheckpoint(ctx)

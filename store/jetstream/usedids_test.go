@@ -149,12 +149,23 @@ func usedCallIDsInACopy(t *testing.T, revs int64) {
 			t.Fatal(err)
 		}
 	}
+	wantUsed(t, copyLog(t, src, 1), used)
+}
+
+// copyLog copies the log of the server src is connected to into a new
+// server's, after shift other messages: every sequence differs by shift.
+// It returns a store on the copy.
+func copyLog(t *testing.T, src *nats.Conn, shift int) *jetstream.Store {
+	t.Helper()
+	ctx := context.Background()
 	dst := natstest.Connect(t, natstest.Server(t))
 	newStore(t, dst, jetstream.Config{}) // the stream, empty
 	js, _ := njs.New(src)
 	djs, _ := njs.New(dst)
-	if _, err := djs.Publish(ctx, events.RunLease("other", "o"), []byte("{}")); err != nil { // shifts every sequence by one
-		t.Fatal(err)
+	for range shift {
+		if _, err := djs.Publish(ctx, events.RunLease("other", "o"), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, m := range logMsgs(t, js) {
 		for k := range m.Header {
@@ -168,7 +179,7 @@ func usedCallIDsInACopy(t *testing.T, revs int64) {
 			t.Fatal(err)
 		}
 	}
-	wantUsed(t, newStore(t, dst, jetstream.Config{}), used)
+	return newStore(t, dst, jetstream.Config{})
 }
 
 // wantUsed opens run r of session s, as a new attempt does, and wants its

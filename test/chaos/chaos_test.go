@@ -148,14 +148,7 @@ func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures 
 		e.report(nil, true)
 		t.Fatalf("seed %d: first start: %v", seed, err)
 	}
-	cl := newClient(e)
-	cl.start(2)
-	select {
-	case <-cl.acked:
-	case <-time.After(2 * time.Minute):
-		e.report(nil, true)
-		t.Fatalf("seed %d: no submission acknowledged within 2 minutes of the start", seed)
-	}
+	cl := startClient(t, e)
 
 	// The schedule, with room left for the settle and the audit.
 	for i, f := range plan {

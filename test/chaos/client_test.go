@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/cairn-agents/cairn/test/chaos"
@@ -39,6 +40,21 @@ type submission struct {
 	key, runID string
 	attempts   int
 	lastErr    string
+}
+
+// startClient starts a client of two submitters on e and waits for its
+// first acknowledged submission.
+func startClient(t *testing.T, e *env) *client {
+	t.Helper()
+	cl := newClient(e)
+	cl.start(2)
+	select {
+	case <-cl.acked:
+	case <-time.After(2 * time.Minute):
+		e.report(nil, true)
+		t.Fatalf("seed %d: no submission acknowledged within 2 minutes of the start", e.seed)
+	}
+	return cl
 }
 
 func newClient(e *env) *client {

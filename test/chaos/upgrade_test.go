@@ -36,14 +36,7 @@ func TestRollingUpgrade(t *testing.T) {
 		e.report(nil, true)
 		t.Fatalf("first start: %v", err)
 	}
-	cl := newClient(e)
-	cl.start(2)
-	select {
-	case <-cl.acked:
-	case <-time.After(2 * time.Minute):
-		e.report(nil, true)
-		t.Fatal("no submission acknowledged within 2 minutes of the start")
-	}
+	cl := startClient(t, e)
 	const between = 8 * time.Second // runs go on between the steps
 	sleep(ctx, between)
 	var lastOldStopped time.Time
