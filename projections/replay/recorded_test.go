@@ -2,14 +2,12 @@ package replay_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"testing"
 
@@ -170,31 +168,24 @@ func FuzzHistory(f *testing.F) {
 	})
 }
 
-// A log whose call journal cannot be made whole (a revision's changes do
-// not fit the journal before it, or a revision between a response's
-// listing and a change is missing) is refused, not read as a shorter or
-// other journal.
-func TestHistoryRefusesABrokenJournal(t *testing.T) {
-	evs := readRecorded(t, "../../events/testdata/v2/two_run_js_then_complete.jsonl")
-	var deltas []int
-	for i, e := range evs {
-		if e.Type == events.CheckpointCommitted && bytes.Contains(e.Data, []byte(`"calls_base_rev"`)) {
-			deltas = append(deltas, i)
-		}
+// The logs under events/testdata/bad-logs are recorded logs with one
+// thing broken: a revision's call changes that do not fit the journal
+// before it, a revision missing between a response's listing and a
+// change, a change that names another listing. Each is refused, not read
+// as a shorter or other journal.
+func TestHistoryRefusesBadLogs(t *testing.T) {
+	if _, err := replay.FromEvents("r1", readRecorded(t, "../../events/testdata/v2/two_run_js_then_complete.jsonl")); err != nil {
+		t.Fatalf("the log they were made from: %v", err)
 	}
-	if len(deltas) < 2 {
-		t.Fatalf("the recorded log has %d revisions that list call changes, want 2 or more", len(deltas))
+	files, _ := filepath.Glob("../../events/testdata/bad-logs/*.jsonl")
+	if len(files) < 3 {
+		t.Fatalf("%d bad logs, want 3 or more", len(files))
 	}
-	if _, err := replay.FromEvents("r1", evs); err != nil {
-		t.Fatalf("the log as recorded: %v", err)
-	}
-	misfit := slices.Clone(evs)
-	i := deltas[0]
-	misfit[i].Data = regexp.MustCompile(`"calls_at":\[[0-9,]*\]`).ReplaceAll(slices.Clone(evs[i].Data), []byte(`"calls_at":[99]`))
-	gap := slices.Delete(slices.Clone(evs), deltas[0], deltas[0]+1)
-	for name, log := range map[string][]projections.Event{"a change that does not fit": misfit, "a revision missing": gap} {
-		if _, err := replay.FromEvents("r1", log); !errors.Is(err, events.ErrMalformed) {
-			t.Fatalf("%s: FromEvents = %v, want ErrMalformed", name, err)
-		}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			if _, err := replay.FromEvents("r1", readRecorded(t, path)); !errors.Is(err, events.ErrMalformed) {
+				t.Fatalf("FromEvents = %v, want ErrMalformed", err)
+			}
+		})
 	}
 }
