@@ -1176,6 +1176,8 @@ func attemptOutcome(res *runtime.Result, err error) string {
 		return "parked"
 	case errors.Is(err, runtime.ErrDrained):
 		return "drained"
+	case errors.Is(err, events.ErrUnknownVersion):
+		return "unreadable"
 	case errors.Is(err, runtime.ErrLeaseLost):
 		return "fenced"
 	case errors.Is(err, context.Canceled):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairn-agents/cairn/actors"
@@ -44,7 +45,9 @@ func TestRunOfANewerSchemaParks(t *testing.T) {
 	}
 
 	parked := make(chan struct{}, 64)
+	var parks atomic.Int32
 	h.log = onEveryLog{msg: "run parked unread", errText: "unknown schema version", fn: func() {
+		parks.Add(1)
 		select {
 		case parked <- struct{}{}:
 		default:
@@ -58,6 +61,11 @@ func TestRunOfANewerSchemaParks(t *testing.T) {
 		cs, cr := actors.ChildIDs(run, string(rune('b'+i)))
 		result(t, n2, cs, cr)
 		waitEvent(t, parked, "the run parked unread again, woken by its child")
+	}
+	// Parked once per wake (the restart's sweep, each child's end, maybe
+	// a redelivery or a periodic sweep), never in a loop of attempts.
+	if n := parks.Load(); n > 8 {
+		t.Fatalf("the run parked %d times for 3 wakes: it is attempted again and again", n)
 	}
 	why, ok := n2.Unreadable(run)
 	if !ok || why == "" {

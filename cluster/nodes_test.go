@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/cluster"
 	"github.com/cairn-agents/cairn/cluster/clustertest"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
@@ -117,7 +118,7 @@ func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, 
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		Logger: logger, IdleTimeout: 5 * time.Second, DrainTimeout: time.Second, MaxRetries: 20,
 		Cluster: &actors.ClusterConfig{Name: name, SweepInterval: time.Second, TLS: tc, Provider: func() (pcluster.ClusterProvider, error) {
-			p, err := cluster.NewProvider(cluster.Config{KV: n.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name})
+			p, err := cluster.NewProvider(cluster.Config{KV: n.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Reads: events.SchemaVersion})
 			if err == nil {
 				n.mu.Lock()
 				n.providers = append(n.providers, p)

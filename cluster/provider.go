@@ -86,6 +86,13 @@ type Config struct {
 	// reads (Level). Zero means 1, as an entry of a build that did not
 	// announce it.
 	Reads int
+	// RaiseAfter is how long every member must have read a newer version
+	// before Level rises to it; zero means 10 TTLs. A member of an older
+	// build that is only briefly out (paused past the TTL, cut off) comes
+	// back within it and finds nothing it cannot read.
+	RaiseAfter time.Duration
+	// Now is the clock of RaiseAfter; nil means time.Now.
+	Now func() time.Time
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -103,6 +110,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: Config.Resync: %s, want at least 0", c.Resync)
 	case c.Reads < 0:
 		return fmt.Errorf("cluster: Config.Reads: %d, want at least 0", c.Reads)
+	case c.RaiseAfter < 0:
+		return fmt.Errorf("cluster: Config.RaiseAfter: %s, want at least 0", c.RaiseAfter)
 	}
 	return nil
 }
@@ -148,6 +157,10 @@ type Provider struct {
 	synced   bool             // members holds a complete snapshot
 	stopping bool
 	pushed   string // signature of the last pushed list
+	// level is what Level last answered; rising is since when every
+	// member has read a newer one (zero: not so).
+	level  int
+	rising time.Time
 
 	pushMu    sync.Mutex // one UpdateClusterTopology at a time
 	expelled  chan struct{}
@@ -167,6 +180,12 @@ func NewProvider(cfg Config) (*Provider, error) {
 	}
 	if cfg.Resync == 0 {
 		cfg.Resync = cfg.Heartbeat
+	}
+	if cfg.RaiseAfter == 0 {
+		cfg.RaiseAfter = 10 * cfg.TTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -284,21 +303,34 @@ func (p *Provider) Fresh() bool {
 
 // Level is the newest schema version every member reads: the least
 // Reads among the last complete member list the bucket gave and this
-// member's own. Until the first complete read it is 1: a member that
-// cannot yet know who else is there writes what every build reads. A
-// member that joins with a lower Reads lowers it for every later write
-// (but what was written before stays; see docs/operations.md, Upgrades).
+// member's own. It starts at 1: a member that cannot yet know who else is
+// there writes what every build reads. It falls as soon as a member that
+// reads less is in the list, and rises only once every member has read
+// more for RaiseAfter: a member of an older build that was briefly out
+// (its entry expired) and comes back finds nothing it cannot read. What
+// was written before a fall stays; see docs/operations.md, Upgrades.
 func (p *Provider) Level() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.synced {
-		return 1
+	least := 1
+	if p.synced {
+		least = max(p.self.Reads, 1)
+		for _, e := range p.members {
+			least = min(least, max(e.Reads, 1))
+		}
 	}
-	level := max(p.self.Reads, 1)
-	for _, e := range p.members {
-		level = min(level, max(e.Reads, 1))
+	if p.level == 0 {
+		p.level = 1
 	}
-	return level
+	switch now := p.cfg.Now(); {
+	case least <= p.level:
+		p.level, p.rising = least, time.Time{}
+	case p.rising.IsZero():
+		p.rising = now
+	case now.Sub(p.rising) >= p.cfg.RaiseAfter:
+		p.level, p.rising = least, time.Time{}
+	}
+	return p.level
 }
 
 // Members returns the last complete member list the bucket gave, sorted by

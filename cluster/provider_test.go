@@ -182,8 +182,15 @@ func joinAlone(t *testing.T, kv jetstream.KeyValue, name string) *member {
 // log's schema up to reads (0: a build that does not announce it).
 func joinAloneReading(t *testing.T, kv jetstream.KeyValue, name string, reads int) *member {
 	t.Helper()
+	return joinAloneWith(t, kv, name, cluster.Config{Reads: reads})
+}
+
+// joinAloneWith is joinAlone with Reads, RaiseAfter and Now from cfg.
+func joinAloneWith(t *testing.T, kv jetstream.KeyValue, name string, cfg cluster.Config) *member {
+	t.Helper()
 	m := &member{id: "alone-" + name, kv: &faultyKV{KV: kv}}
-	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Logger: testLogger(t), Reads: reads})
+	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Logger: testLogger(t),
+		Reads: cfg.Reads, RaiseAfter: cfg.RaiseAfter, Now: cfg.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,35 +555,60 @@ func TestConfigErrorsNameTheFieldAlone(t *testing.T) {
 
 // Level is the newest schema version every member reads: a member that
 // announces less (or nothing, as a build before the announcement) lowers
-// it for all, and once it has left the level rises again. Members write
-// at the level, so a build never meets a version it cannot read while it
-// is a member (a rolling upgrade).
+// it for all at once; it rises again only once every member has read more
+// for RaiseAfter, so a member of an older build that was out for less
+// (paused past the TTL) comes back to nothing it cannot read. Members
+// write at the level: a build never meets a version it cannot read while
+// it is a member (a rolling upgrade). The clock of RaiseAfter is the
+// test's.
 func TestLevelIsWhatEveryMemberReadsAlone(t *testing.T) {
 	kv := bucket(t)
-	a := joinAloneReading(t, kv, "a", 2)
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	const raise = time.Minute
+	a := joinAloneWith(t, kv, "a", cluster.Config{Reads: 2, RaiseAfter: raise, Now: clock})
 	eventually(t, "a sees itself", func() bool { return sees(a, a) })
-	if got := a.p.Level(); got != 2 {
-		t.Fatalf("a alone, reading 2: level %d", got)
-	}
-	old := joinAloneReading(t, kv, "old", 0)
-	eventually(t, "a and old see each other", func() bool { return sees(a, a, old) && sees(old, a, old) })
-	for _, m := range []*member{a, old} {
-		if got := m.p.Level(); got != 1 {
-			t.Fatalf("%s beside a member that does not announce: level %d, want 1", m.id, got)
+	level := func(m *member, want int, when string) {
+		t.Helper()
+		if got := m.p.Level(); got != want {
+			t.Fatalf("%s: %s's level %d, want %d", when, m.id, got, want)
 		}
 	}
+	level(a, 1, "a alone, reading 2, at first")
+	advance(raise)
+	level(a, 2, "a alone, reading 2, a RaiseAfter on")
+	old := joinAloneReading(t, kv, "old", 0)
+	eventually(t, "a and old see each other", func() bool { return sees(a, a, old) && sees(old, a, old) })
+	level(a, 1, "a beside a member that does not announce")
+	level(old, 1, "old beside a")
+	// old is out (its entry gone) for less than RaiseAfter, and back.
 	if err := old.p.Shutdown(true); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a alone again", func() bool { return sees(a, a) })
-	if got := a.p.Level(); got != 2 {
-		t.Fatalf("a once old left: level %d, want 2", got)
+	level(a, 1, "a just after old left")
+	advance(raise / 2)
+	level(a, 1, "a half a RaiseAfter after old left")
+	back := joinAloneReading(t, kv, "old-back", 0)
+	eventually(t, "a and old-back see each other", func() bool { return sees(a, a, back) })
+	advance(raise)
+	level(a, 1, "a beside old-back")
+	if err := back.p.Shutdown(true); err != nil {
+		t.Fatal(err)
 	}
-	b := joinAloneReading(t, kv, "b", 3)
+	eventually(t, "a alone once more", func() bool { return sees(a, a) })
+	level(a, 1, "a just after old-back left")
+	advance(raise)
+	level(a, 2, "a a RaiseAfter after old-back left")
+	b := joinAloneWith(t, kv, "b", cluster.Config{Reads: 3, RaiseAfter: raise, Now: clock})
 	eventually(t, "a and b see each other", func() bool { return sees(a, a, b) && sees(b, a, b) })
-	if got, other := a.p.Level(), b.p.Level(); got != 2 || other != 2 {
-		t.Fatalf("a reading 2 beside b reading 3: levels %d and %d, want 2", got, other)
-	}
+	advance(raise)
+	level(a, 2, "a reading 2 beside b reading 3")
+	b.p.Level() // b starts rising: every member reads 2
+	advance(raise)
+	level(b, 2, "b reading 3 beside a reading 2")
 }
 
 func TestLevelBeforeTheFirstReadIsOne(t *testing.T) {

@@ -280,7 +280,11 @@ func logStore(ctx context.Context, nc *nats.Conn, js njs.JetStream, stream, hold
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	return jetstream.New(ctx, nc, jetstream.Config{Stream: stream, Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now, Keys: keys})
+	// Schema 1: a fork (the only writer here) lists every commit whole,
+	// what a node of every build reads: this process cannot know which
+	// builds the cluster runs.
+	return jetstream.New(ctx, nc, jetstream.Config{Stream: stream, Holder: holder, Replicas: st.CachedInfo().Config.Replicas, Now: time.Now, Keys: keys,
+		Schema: func() int { return 1 }})
 }
 
 func randomID() string {

@@ -72,3 +72,12 @@ func TestSetupStops(t *testing.T) {
 		t.Fatalf("Setup = %v after %d calls, want the last error once its context ended at the third", err, calls)
 	}
 }
+
+// A server without JetStream is answered at once, not waited out.
+func TestSetupStopsWithoutJetStream(t *testing.T) {
+	calls := 0
+	err := jetstream.Setup(context.Background(), func(context.Context) error { calls++; return njs.ErrJetStreamNotEnabled })
+	if !errors.Is(err, njs.ErrJetStreamNotEnabled) || calls != 1 {
+		t.Fatalf("Setup = %v after %d calls, want JetStream not enabled after 1", err, calls)
+	}
+}

@@ -837,9 +837,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		}
 	}
 	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadWith(b, on))
-	if delta {
-		ev.Version = 2 // events.VersionOf: a reader of version 1 misreads changes only
-	}
+	ev.Version = events.VersionOf(&events.Checkpoint{CallsBaseRev: on.CallsRev}) // 2 when it lists changes only
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()

@@ -98,6 +98,13 @@ func unavailableAPI(api *jetstream.APIError) bool {
 // its leader.
 var errReplicaBehind = errors.New("jetstream: the replica answering is behind the stream leader")
 
+// notEnabled reports a server's answer that JetStream is not enabled.
+func notEnabled(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.As(err, &api) && (api.ErrorCode == codeNotEnabled || api.ErrorCode == codeNotEnabledForAccount)
+}
+
 // setupTry bounds one try of a set-up request. A JetStream API request
 // sent while the cluster had no leader is never answered: one try that
 // waited for it to its caller's deadline (20 s when a member rejoins) kept
@@ -106,18 +113,31 @@ var errReplicaBehind = errors.New("jetstream: the replica answering is behind th
 // long after every fault's recovery).
 const setupTry = 2 * time.Second
 
+// setupTotal bounds Setup when its context has no deadline: its caller
+// then hears of an outage that lasts, and logs it (a node's start tries
+// again; a rejoin too).
+const setupTotal = 30 * time.Second
+
 // Setup runs f, a request that sets up what a component needs of
 // JetStream: idempotent, such as a stream, a KV bucket or an object store
 // looked up or created. Each try is bounded by setupTry and tried again,
 // backing off up to a second, while it fails for an outage (Unavailable:
-// a lost request times out) and ctx lasts. Its error is f's last.
+// a lost request times out) and ctx lasts (setupTotal when ctx has no
+// deadline). A server that says JetStream is not enabled is answered at
+// once: at set-up that is most often a server without JetStream, which
+// no wait fixes. Its error is f's last.
 func Setup(ctx context.Context, f func(ctx context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, setupTotal)
+		defer cancel()
+	}
 	delay := 100 * time.Millisecond
 	for {
 		tctx, cancel := context.WithTimeout(ctx, setupTry)
 		err := f(tctx)
 		cancel()
-		if err == nil || !Unavailable(err) || ctx.Err() != nil {
+		if err == nil || !Unavailable(err) || notEnabled(err) || ctx.Err() != nil {
 			return err
 		}
 		t := time.NewTimer(delay)

@@ -20,8 +20,9 @@ import (
 // reads, and every member writes the least of those (the cluster's level).
 // So while one old node is a member no event of version 2 is written and
 // no node ever meets an event it cannot read; once the last old node has
-// left, the new build writes version 2 (call changes only). Every run
-// submitted ends and the log's audit finds no violation.
+// left (for RaiseAfter, 10 member TTLs), the new build writes version 2
+// (call changes only). Every run submitted ends and the log's audit finds
+// no violation.
 func TestRollingUpgrade(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if d, ok := t.Deadline(); ok {
@@ -39,13 +40,11 @@ func TestRollingUpgrade(t *testing.T) {
 	cl := startClient(t, e)
 	const between = 8 * time.Second // runs go on between the steps
 	sleep(ctx, between)
-	var lastOldStopped time.Time
-	for i, p := range e.nodes {
-		if i == len(e.nodes)-1 {
-			lastOldStopped = time.Now()
-		}
+	var lastOldGone time.Time // the last old node's process had exited
+	for _, p := range e.nodes {
 		e.note("upgrade %s: stop it, start this build on its data", p.name)
 		p.stop()
+		lastOldGone = time.Now()
 		p.useBinary(oldBin, newBin)
 		if err := p.start("upgraded to this build"); err != nil {
 			t.Fatal(err)
@@ -55,7 +54,9 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		sleep(ctx, between)
 	}
-	sleep(ctx, between)
+	// The level rises a RaiseAfter (10 member TTLs) after the last old
+	// member left: runs go on meanwhile, and after.
+	sleep(ctx, 10*memberTTL+between)
 	settle := 60 * time.Second
 	cl.finish(time.Now().Add(settle))
 	subs, _, _ := cl.submissions()
@@ -87,9 +88,9 @@ func TestRollingUpgrade(t *testing.T) {
 			v1++
 		case 2:
 			v2++
-			if r.Time.Before(lastOldStopped) {
-				e.violate("seq %d (%s of run %s) is version 2, written at %s while the last node of version 1 was a member (stopped at %s)",
-					r.Seq, r.Event.Type, r.Event.RunID, r.Time.Format("15:04:05.000"), lastOldStopped.Format("15:04:05.000"))
+			if r.Time.Before(lastOldGone) {
+				e.violate("seq %d (%s of run %s) is version 2, written at %s while a node of version 1 ran (the last exited at %s)",
+					r.Seq, r.Event.Type, r.Event.RunID, r.Time.Format("15:04:05.000"), lastOldGone.Format("15:04:05.000"))
 			}
 			if r.Event.Type == events.CheckpointCommitted {
 				if p, err := events.DecodeCheckpoint(r.Event); err == nil && !p.ListsCalls() {
