@@ -434,17 +434,28 @@ func (s *Store) decodeCheckpointOf(ctx context.Context, m *jetstream.RawStreamMs
 	if err != nil {
 		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
-	if e.Type != events.CheckpointCommitted {
-		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w: %s where a checkpoint was expected", m.Subject, m.Sequence, events.ErrMalformed, e.Type)
-	}
-	if err := s.resolve(ctx, &e); err != nil {
-		return nil, "", "", err
-	}
-	p, err := events.DecodeCheckpoint(e)
+	p, err := s.payloadOf(ctx, e)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("jetstream: %s seq %d: %w", m.Subject, m.Sequence, err)
 	}
 	return p, e.SessionID, e.RunID, nil
+}
+
+// payloadOf resolves a checkpoint event's payload (the object store holds
+// a large one) and decodes it, its bases checked (events.DecodeCheckpoint).
+func (s *Store) payloadOf(ctx context.Context, e events.Envelope) (*events.Checkpoint, error) {
+	if err := s.resolve(ctx, &e); err != nil {
+		return nil, err
+	}
+	return events.DecodeCheckpoint(e)
+}
+
+// runCheckpoint decodes data's envelope and reports whether it is a
+// checkpoint of run runID in sessionID: in a copy of the log, a sequence
+// where the run's checkpoint was may hold anything.
+func (s *Store) runCheckpoint(data []byte, sessionID, runID string) (events.Envelope, bool) {
+	e, err := s.cfg.Keys.Decode(data)
+	return e, err == nil && e.Type == events.CheckpointCommitted && e.SessionID == sessionID && e.RunID == runID
 }
 
 // resolve replaces an event's DataRef with the payload it points at.
@@ -575,9 +586,8 @@ func (s *Store) journalOf(ctx context.Context, sessionID, runID string, seq uint
 		if err != nil {
 			return fail(err)
 		}
-		if m != nil && m.Subject != "" {
-			if e, err := s.cfg.Keys.Decode(m.Data); err == nil && e.Type == events.CheckpointCommitted &&
-				e.SessionID == sessionID && e.RunID == runID && e.Revision == baseRev {
+		if m != nil {
+			if e, ok := s.runCheckpoint(m.Data, sessionID, runID); ok && e.Revision == baseRev {
 				start = b
 			}
 		}
@@ -585,20 +595,14 @@ func (s *Store) journalOf(ctx context.Context, sessionID, runID string, seq uint
 	// Folded in log order: the listing first, then each revision after it.
 	at := baseRev - 1 // the revision folded last
 	fold := func(m *rawMsg) error {
-		e, err := s.cfg.Keys.Decode(m.data)
-		if err != nil || e.Type != events.CheckpointCommitted || e.SessionID != sessionID || e.RunID != runID {
-			return nil // in a copy of the log, start may hold anything
-		}
-		if e.Revision < baseRev || e.Revision > rev {
+		e, ok := s.runCheckpoint(m.data, sessionID, runID)
+		if !ok || e.Revision < baseRev || e.Revision > rev {
 			return nil
 		}
 		if e.Revision != at+1 {
 			return fmt.Errorf("%w: revision %d follows %d", events.ErrMalformed, e.Revision, at)
 		}
-		if err := s.resolve(ctx, &e); err != nil {
-			return err
-		}
-		q, err := events.DecodeCheckpoint(e)
+		q, err := s.payloadOf(ctx, e)
 		if err != nil {
 			return err
 		}
@@ -667,21 +671,18 @@ func (s *Store) usedCallIDsAt(ctx context.Context, sessionID, runID string, seq 
 	// (nil, nil for any other message: in a copy of the log, seq may hold
 	// anything, even a payload whose object is not there).
 	match := func(m *rawMsg) (*events.Checkpoint, error) {
-		e, err := s.cfg.Keys.Decode(m.data)
-		if err != nil || e.Type != events.CheckpointCommitted || e.SessionID != sessionID || e.RunID != runID || e.Revision != rev {
+		e, ok := s.runCheckpoint(m.data, sessionID, runID)
+		if !ok || e.Revision != rev {
 			return nil, nil
 		}
-		if err := s.resolve(ctx, &e); err != nil {
-			return nil, err
-		}
-		var p events.Checkpoint
-		if err := e.Payload(&p); err != nil {
+		p, err := s.payloadOf(ctx, e)
+		if err != nil {
 			return nil, err
 		}
 		if p.Checkpoint.Revision != rev || p.UsedCallIDsBase != 0 {
 			return nil, fmt.Errorf("%w: seq %d is not a full listing at revision %d", events.ErrMalformed, m.seq, rev)
 		}
-		return &p, nil
+		return p, nil
 	}
 	m, err := s.bySeq(ctx, seq)
 	if err != nil {
@@ -1030,8 +1031,10 @@ func (h *RunStore) Shed() int {
 	for _, id := range h.used {
 		n += len(id) + 16 // and the string's header
 	}
-	for _, c := range append(h.calls, h.prevCalls...) {
-		n += len(c.ID) + len(c.Name) + len(c.Args) + len(c.State) + len(c.ResultID) + 80
+	for _, calls := range [][]runtime.CallRecord{h.calls, h.prevCalls} {
+		for _, c := range calls {
+			n += len(c.ID) + len(c.Name) + len(c.Args) + len(c.State) + len(c.ResultID) + 80
+		}
 	}
 	return n
 }
