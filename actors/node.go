@@ -54,6 +54,7 @@ import (
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
 	"github.com/cairn-agents/cairn/actors/lifecycle"
+	"github.com/cairn-agents/cairn/actors/sweep"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/internal/lru"
@@ -426,6 +427,52 @@ func (n *Node) level() int {
 	return events.SchemaVersion
 }
 
+// PurgesWritable reports whether this node may write a session's purge
+// marker: every member of its cluster reads its schema version
+// (events.PurgeVersion; operations.md, Upgrades).
+func (n *Node) PurgesWritable() bool { return n.level() >= events.PurgeVersion }
+
+// Owns reports whether the session's retention is this member's to
+// sweep: the session is placed on it (as a run's identity is). Two members
+// that both think so are safe (a purge is fenced), only wasteful.
+func (n *Node) Owns(sessionID string) bool {
+	m := n.current()
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	members := make([]sweep.Member, 0, len(m.members))
+	for id, mem := range m.members {
+		members = append(members, sweep.Member{ID: id, Addr: mem.Address()})
+	}
+	_, in := m.members[m.id]
+	m.mu.Unlock()
+	if !in {
+		return false
+	}
+	return sweep.Place(members).Owner(sessionID) == m.addr
+}
+
+// ForgetRuns removes what the node's buckets hold of finished runs whose
+// session was purged: their budgets, wait registrations and children
+// (retention.Sweeper's Forget). Each removal may be done again.
+func (n *Node) ForgetRuns(ctx context.Context, runIDs []string) error {
+	for _, run := range runIDs {
+		if err := events.ValidID(run); err != nil {
+			return fmt.Errorf("actors: forget run: %w", err)
+		}
+		for _, f := range []struct {
+			b      *kvBucket
+			filter string
+		}{{n.ledger.w, run}, {n.waits.w, run + ".>"}, {n.childrenW, run + ".>"}} {
+			if err := f.b.w.PurgeSubject(ctx, f.b.subject(f.filter), 0); err != nil {
+				return fmt.Errorf("actors: forget run %s in %s: %w", run, f.b.bucket, err)
+			}
+		}
+	}
+	return nil
+}
+
 func (n *Node) current() *member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -608,6 +655,9 @@ var (
 	// refused it); nothing was written, and the same request may be tried
 	// again later.
 	ErrUnavailable = errors.New("actors: unavailable")
+	// ErrPurged: the session was purged when its retention ran out; it
+	// cannot be continued, and its runs' events are gone.
+	ErrPurged = errors.New("actors: purged")
 )
 
 // Continue starts a new root run in the session of a completed root run,
@@ -623,6 +673,11 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 		return "", err
 	}
 	if latest == nil {
+		if m, err := n.runlog.last(ctx, events.SessionPurgedSubject(sessionID)); err != nil {
+			return "", err
+		} else if m != nil {
+			return "", fmt.Errorf("%w: session %s was purged when its retention ran out; start a new run", ErrPurged, sessionID)
+		}
 		return "", fmt.Errorf("%w: session %s", ErrNotFound, sessionID)
 	}
 	if latest.ParentRunID != "" {

@@ -237,6 +237,18 @@ func (x *Server) owned(w http.ResponseWriter, r *http.Request, principal string)
 	return e, true
 }
 
+// purged answers 410 Gone for a run whose session was purged (its events
+// are gone: docs/operations.md, Retention), saying when and how it had
+// ended; false when the run is not purged.
+func purged(w http.ResponseWriter, e runindex.Entry) bool {
+	if e.Status != runtime.StatusPurged {
+		return false
+	}
+	writeError(w, http.StatusGone, "purged", "run %q was purged at %s, its session's retention having run out (it had ended %s at %s)",
+		e.RunID, e.Purged.UTC().Format(time.RFC3339), e.EndedAs, e.Updated.UTC().Format(time.RFC3339))
+	return true
+}
+
 // maxBody is the largest request body the API reads.
 const maxBody = 1 << 20
 
@@ -335,6 +347,8 @@ func (x *Server) nodeError(w http.ResponseWriter, err error) bool {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "%v", err)
 	case errors.Is(err, actors.ErrBusy):
 		writeError(w, http.StatusConflict, "busy", "%v", err)
+	case errors.Is(err, actors.ErrPurged):
+		writeError(w, http.StatusGone, "purged", "%v", err)
 	case errors.Is(err, actors.ErrIdempotencyConflict):
 		writeError(w, http.StatusConflict, "idempotency_conflict", "%v", err)
 	case errors.Is(err, actors.ErrUnavailable):
@@ -406,6 +420,12 @@ func (x *Server) show(w http.ResponseWriter, r *http.Request, principal string) 
 	if !ok {
 		return
 	}
+	if e.Status == runtime.StatusPurged {
+		// What the index keeps of it: how it ended, and when it was purged.
+		x.writeView(w, r, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
+			"status": e.Status, "ended_as": e.EndedAs, "created": e.Created, "ended": e.Updated, "purged": e.Purged})
+		return
+	}
 	st, reply, errText, err := x.cfg.Node.Status(r.Context(), e.SessionID, e.RunID)
 	if x.nodeError(w, err) {
 		return
@@ -461,7 +481,7 @@ func runDetails(ctx context.Context, runs runReader, e runindex.Entry) (kids []m
 
 func (x *Server) continueRun(w http.ResponseWriter, r *http.Request, principal string) {
 	e, ok := x.owned(w, r, principal)
-	if !ok {
+	if !ok || purged(w, e) {
 		return
 	}
 	var req struct {
@@ -479,7 +499,7 @@ func (x *Server) continueRun(w http.ResponseWriter, r *http.Request, principal s
 
 func (x *Server) cancel(w http.ResponseWriter, r *http.Request, principal string) {
 	e, ok := x.owned(w, r, principal)
-	if !ok {
+	if !ok || purged(w, e) {
 		return
 	}
 	st, err := x.cfg.Node.Cancel(r.Context(), e.SessionID, e.RunID, "cancelled through the API")
@@ -493,7 +513,7 @@ func (x *Server) cancel(w http.ResponseWriter, r *http.Request, principal string
 // order, from its first event, redacted, until the run has finished.
 func (x *Server) events(w http.ResponseWriter, r *http.Request, principal string) {
 	e, ok := x.owned(w, r, principal)
-	if !ok {
+	if !ok || purged(w, e) {
 		return
 	}
 	flusher, ok := w.(http.Flusher)

@@ -20,7 +20,7 @@ import (
 // history loads an owned run's history; false when an answer was written.
 func (x *Server) history(w http.ResponseWriter, r *http.Request, principal string) (*replay.History, bool) {
 	e, ok := x.owned(w, r, principal)
-	if !ok {
+	if !ok || purged(w, e) {
 		return nil, false
 	}
 	h, err := replay.LoadIn(r.Context(), x.source(), e.SessionID, e.RunID)

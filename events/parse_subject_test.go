@@ -13,6 +13,7 @@ func TestParseSubject(t *testing.T) {
 		{SessionID: "s1", RunID: "r1", Kind: KindEnded},
 		{SessionID: "s1", RunID: "r1", Kind: KindLease},
 		{SessionID: "s1", Kind: KindCompaction},
+		{SessionID: "s1", Kind: KindPurged},
 	} {
 		got, err := ParseSubject(want.String())
 		if err != nil || got != want {
@@ -25,7 +26,7 @@ func TestParseSubject(t *testing.T) {
 	for _, bad := range []string{
 		"", "cairn", "cairn.sess", "cairn.sess.s1", "other.sess.s1.run.r1.created", "cairn.x.s1.run.r1.created",
 		"cairn.sess..run.r1.created", "cairn.sess.s1.run.r1", "cairn.sess.s1.run.r1.c", "cairn.sess.s1.run.r1.c.other",
-		"cairn.sess.s1.run.*.created", "cairn.sess.s1.run.r1.>", "cairn.sess.s1.compact.x", "cairn.sess.s1.run..lease",
+		"cairn.sess.s1.run.*.created", "cairn.sess.s1.run.r1.>", "cairn.sess.s1.compact.x", "cairn.sess.s1.run..lease", "cairn.sess.s1.purged.x",
 	} {
 		if got, err := ParseSubject(bad); !errors.Is(err, ErrMalformed) {
 			t.Errorf("ParseSubject(%q) = %+v, %v; want ErrMalformed", bad, got, err)

@@ -22,9 +22,11 @@ const (
 	KindLease
 	// KindCompaction is a session's compaction.
 	KindCompaction
+	// KindPurged is a session's purge marker (SessionPurged).
+	KindPurged
 )
 
-var kindNames = [...]string{KindStep: "step", KindDone: "done", KindCreated: "created", KindEnded: "ended", KindLease: "lease", KindCompaction: "compaction"}
+var kindNames = [...]string{KindStep: "step", KindDone: "done", KindCreated: "created", KindEnded: "ended", KindLease: "lease", KindCompaction: "compaction", KindPurged: "purged"}
 
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -38,7 +40,7 @@ func (k Kind) String() string {
 func (k Kind) Final() bool { return k == KindDone || k == KindEnded }
 
 // Subject is a parsed subject of the log. RunID is empty for a session's
-// compaction.
+// compaction and purge marker.
 type Subject struct {
 	SessionID, RunID string
 	Kind             Kind
@@ -57,6 +59,8 @@ func (s Subject) String() string {
 		return RunLease(s.SessionID, s.RunID)
 	case KindCompaction:
 		return SessionCompactions(s.SessionID)
+	case KindPurged:
+		return SessionPurgedSubject(s.SessionID)
 	}
 	return ""
 }
@@ -83,8 +87,12 @@ func ParseSubject(subject string) (Subject, error) {
 		s.Kind = KindCompaction
 		return s, nil
 	}
+	if len(tok) == 4 && tok[3] == "purged" {
+		s.Kind = KindPurged
+		return s, nil
+	}
 	if len(tok) < 6 || tok[3] != "run" {
-		return bad("want ….run.<run>.<kind> or ….compact")
+		return bad("want ….run.<run>.<kind>, ….compact or ….purged")
 	}
 	s.RunID = tok[4]
 	switch rest := strings.Join(tok[5:], "."); rest {

@@ -6,7 +6,9 @@ package events
 // writes. Version 2: a checkpoint commit may list only the calls it
 // changed (Checkpoint.CallsAt); a build that reads only version 1 would
 // take those for the whole journal, so it refuses version 2
-// (ErrUnknownVersion). Every version before is read as it was written.
+// (ErrUnknownVersion). Version 3: a session's purge marker
+// (SessionPurged), a type earlier builds do not know. Every version before
+// is read as it was written.
 // A store writes the version its cluster's members all read
 // (store/jetstream Config.Schema), at most this one.
-const SchemaVersion = 2
+const SchemaVersion = 3

@@ -21,6 +21,7 @@ import (
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
 // Capabilities are the store's three calls, for the node's catalog.
@@ -142,4 +143,27 @@ func (b backend) list(ctx context.Context) (jstool.Value, error) {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// Forget removes every key of a session from the store: the store's part
+// of a purge when the session's retention runs out (package retention).
+// The keys go without delete markers (a purge of the bucket's stream by
+// subject): nothing reads a purged session's store again. It may be done
+// again.
+func Forget(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, sessionID string) error {
+	if err := events.ValidID(sessionID); err != nil {
+		return fmt.Errorf("kv forget: %w", err)
+	}
+	stream := "KV_" + kv.Bucket()
+	err := cjs.Setup(ctx, func(ctx context.Context) error {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		return st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+kv.Bucket()+"."+sessionID+".>"))
+	})
+	if err != nil {
+		return fmt.Errorf("kv forget session %s: %w", sessionID, err)
+	}
+	return nil
 }

@@ -46,7 +46,7 @@ const (
 // wait_calls (parked on its children, or a deadline), running otherwise
 // until it ends.
 var RunStatuses = []runtime.CallStatus{runtime.StatusRunning, runtime.StatusWaiting, runtime.StatusNeedsInput,
-	runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusCancelled}
+	runtime.StatusCompleted, runtime.StatusFailed, runtime.StatusCancelled, runtime.StatusPurged}
 
 // RunPage is one page of a query.
 type RunPage struct {

@@ -185,7 +185,7 @@ func TestRunQueryRefusesBadInput(t *testing.T) {
 		q    projections.RunQuery
 		want string
 	}{
-		{projections.RunQuery{Statuses: []runtime.CallStatus{"done"}}, `status: "done" is not a status: want running, waiting, needs_input, completed, failed, cancelled`},
+		{projections.RunQuery{Statuses: []runtime.CallStatus{"done"}}, `status: "done" is not a status: want running, waiting, needs_input, completed, failed, cancelled, purged`},
 		{projections.RunQuery{Limit: 1001}, "limit: 1001: want 1 to 1000"},
 		{projections.RunQuery{Limit: -1}, "limit: -1: want 1 to 1000"},
 		{projections.RunQuery{Since: t0, Until: t0}, "until: not after since"},

@@ -29,6 +29,10 @@ type RunEntry struct {
 	Epoch   int64     `json:"epoch,omitempty"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
+	// Purged is when the run's session was purged (Status is then
+	// purged), and EndedAs how the run had ended before.
+	Purged  time.Time          `json:"purged,omitzero"`
+	EndedAs runtime.CallStatus `json:"ended_as,omitempty"`
 }
 
 // Runs is the run index: every run with its agent, owner, parent,
@@ -81,7 +85,7 @@ func (ix *Runs) Name() string { return "runindex" }
 func (ix *Runs) Filters() []string {
 	return []string{
 		events.AllCreated, events.AllLeases,
-		events.AllCheckpoints, events.AllEnded,
+		events.AllCheckpoints, events.AllEnded, events.AllPurged,
 	}
 }
 
@@ -96,6 +100,10 @@ func (ix *Runs) entry(e Event) *RunEntry {
 
 // Apply implements Projection.
 func (ix *Runs) Apply(e Event) error {
+	if e.Type == events.SessionPurged {
+		ix.purge(e)
+		return nil
+	}
 	if e.RunID == "" {
 		return nil
 	}
@@ -169,6 +177,84 @@ func (ix *Runs) apply(e Event) (ended *RunEntry) {
 		return &c
 	}
 	return nil
+}
+
+// purge marks the runs a session's purge marker lists as purged, making
+// the entries of those the index never saw (a rebuild after the purge: the
+// runs' own events are gone) from the marker. A purged run ended before;
+// its end was told (OnEnd) when the index applied it, if it did.
+func (ix *Runs) purge(e Event) {
+	var p events.Purge
+	if e.Payload(&p) != nil {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, r := range p.Runs {
+		en := ix.runs[r.RunID]
+		if en == nil {
+			en = &RunEntry{RunID: r.RunID, SessionID: e.SessionID, Agent: r.Agent, Owner: r.Owner, ParentRunID: r.ParentRunID,
+				ParentCallID: r.ParentCallID, RootRunID: r.RootRunID, Continues: r.Continues, Created: r.Created, Updated: r.Ended}
+			ix.runs[r.RunID] = en
+		}
+		if en.Status != runtime.StatusPurged {
+			en.EndedAs = runtime.CallStatus(r.Status)
+		}
+		en.Status, en.Purged = runtime.StatusPurged, e.Time
+	}
+}
+
+// Finished returns the sessions every run of which has ended (none is
+// purged) with the last end at or before before, and no run still active
+// below them: a session holding the parent or the root of an active run
+// is not finished, since the run may still deliver to its parent or draw
+// on its root's budget. These are the candidates of a retention sweep,
+// which reads each from the log before it purges it. The index applies
+// the log in order, so a run's end it holds comes after the creation of
+// every child the run had.
+func (ix *Runs) Finished(before time.Time) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	open := map[string]bool{}
+	for _, e := range ix.runs {
+		switch {
+		case e.Status.Active():
+			open[e.SessionID] = true
+			for _, up := range []string{e.ParentRunID, e.RootRunID} {
+				if p := ix.runs[up]; up != "" && p != nil {
+					open[p.SessionID] = true
+				}
+			}
+		case e.Status == runtime.StatusPurged, e.Updated.After(before):
+			open[e.SessionID] = true
+		case !open[e.SessionID]:
+			open[e.SessionID] = false
+		}
+	}
+	var out []string
+	for s, o := range open {
+		if !o {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PurgedSessions returns the sessions whose runs are purged.
+func (ix *Runs) PurgedSessions() []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range ix.runs {
+		if e.Status == runtime.StatusPurged && !seen[e.SessionID] {
+			seen[e.SessionID] = true
+			out = append(out, e.SessionID)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Snapshot implements Projection.

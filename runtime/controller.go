@@ -43,6 +43,11 @@ const (
 	// a schema version newer than the node's build reads. It is shown to
 	// operators (the HTTP API) only; a node of a newer build resumes it.
 	StatusParked CallStatus = "parked"
+	// StatusPurged is a run whose session the node purged once its
+	// retention ran out (docs/operations.md, Retention): its events are
+	// gone from the log, and the run index keeps how it ended. It is shown
+	// to operators and users (the HTTP API, the run page) only.
+	StatusPurged CallStatus = "purged"
 )
 
 // Active reports whether the call has not finished.

@@ -61,9 +61,11 @@ func (o nodeOptions) discoverWait() time.Duration {
 
 // app is a running node with what the verbs need around it.
 type app struct {
-	dep  *deployment
-	nc   *nats.Conn
-	js   njs.JetStream
+	dep *deployment
+	nc  *nats.Conn
+	js  njs.JetStream
+	// kv is the bucket of the kv capability (kvcap).
+	kv   njs.KeyValue
 	node *actors.Node
 	// health reports what keeps the embedded NATS server's JetStream from
 	// storing until it restarts (jetstream.Server.Healthy); nil with an
@@ -194,7 +196,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	}
 	started = true
 	var once sync.Once
-	return &app{dep: dep, nc: nc, js: js, node: node, health: health, red: red, keys: o.keys.ring, stream: events.StreamName(o.stream), close: func(ctx context.Context) {
+	return &app{dep: dep, nc: nc, js: js, kv: kv, node: node, health: health, red: red, keys: o.keys.ring, stream: events.StreamName(o.stream), close: func(ctx context.Context) {
 		once.Do(func() {
 			// The drain is bounded by ctx and the node's DrainTimeout;
 			// the process is on its way out, so an error is logged, not

@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/kvcap"
 	"github.com/cairn-agents/cairn/projections/replay"
+	"github.com/cairn-agents/cairn/retention"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/schema"
 )
@@ -32,6 +33,9 @@ type agentFile struct {
 	Capabilities []string        `json:"capabilities"`
 	ModelOptions json.RawMessage `json:"model_options"`
 	Retry        retryFile       `json:"retry"`
+	// Retention overrides the node's --retention for this agent's
+	// sessions: "30d", "12h", or "forever" (docs/operations.md, Retention).
+	Retention string `json:"retention"`
 }
 
 // retryFile is an agent's retry policy for its model requests: the only
@@ -127,6 +131,10 @@ type deployed struct {
 	spec  agentFile
 	retry retryPolicy
 	agent actors.Agent
+	// retention is the agent's own (spec.Retention); set only when the
+	// definition gives one, else the node's applies.
+	retention    time.Duration
+	hasRetention bool
 }
 
 // fileError names the file and the field at fault.
@@ -223,6 +231,12 @@ func loadAgent(path string) (*deployed, error) {
 		ferr.File = path
 		return nil, ferr
 	}
+	var keep time.Duration
+	if f.Retention != "" {
+		if keep, err = retention.ParseDuration(f.Retention); err != nil {
+			return nil, bad("retention", "%v", err)
+		}
+	}
 	budget := runtime.Budget{Steps: f.Budget.Steps, Tokens: f.Budget.Tokens}
 	if f.Budget.Timeout != "" {
 		d, err := time.ParseDuration(f.Budget.Timeout)
@@ -243,8 +257,20 @@ func loadAgent(path string) (*deployed, error) {
 	if len(def.ModelOptions) > 0 && string(def.ModelOptions) == "null" {
 		def.ModelOptions = nil
 	}
-	return &deployed{file: path, spec: f, retry: retry, agent: actors.Agent{Definition: def,
+	return &deployed{file: path, spec: f, retry: retry, retention: keep, hasRetention: f.Retention != "", agent: actors.Agent{Definition: def,
 		Limits: runtime.ModelLimits{ContextTokens: f.Limits.ContextTokens, OutputTokens: f.Limits.OutputTokens}, Budget: budget}}, nil
+}
+
+// retention is the node's retention policy: def for every agent but
+// those whose definition gives their own.
+func (d *deployment) retention(def time.Duration) retention.Policy {
+	p := retention.Policy{Default: def, Agents: map[string]time.Duration{}}
+	for slug, a := range d.agents {
+		if a.hasRetention {
+			p.Agents[slug] = a.retention
+		}
+	}
+	return p
 }
 
 func (d *deployment) list() []actors.Agent {

@@ -33,6 +33,10 @@ type serveOptions struct {
 	// raw are the principals whose views are not redacted
 	// (--raw-principals): they see the secrets their runs saw.
 	raw string
+	// retention is how long a finished session is kept (--retention; an
+	// agent's own overrides it), retentionSweep the time between sweeps.
+	retention      retentionFlag
+	retentionSweep time.Duration
 }
 
 func serveCmd(args []string, stderr io.Writer) int {
@@ -51,10 +55,11 @@ func serveCmd(args []string, stderr io.Writer) int {
 	streamFlag(fs, &o.stream)
 	token := fs.String("token", "", "bearer token of the default principal")
 	fs.StringVar(&o.raw, "raw-principals", "", "comma-separated principals whose views of their own runs are not redacted (see docs/operations.md, Security)")
+	retentionFlags(fs, &o.retention, &o.retentionSweep)
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "stream"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "stream", "retention", "retention-sweep"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
@@ -146,6 +151,11 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	}
 	defer ix.Close(context.Background())
 	m.index = ix
+	closeRetention, err := startRetention(ctx, o, a, ix)
+	if err != nil {
+		return err
+	}
+	defer closeRetention(context.Background())
 	raw, err := rawPrincipals(o.raw, o.tokens)
 	if err != nil {
 		return err

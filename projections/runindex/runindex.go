@@ -9,6 +9,7 @@ package runindex
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
@@ -61,3 +62,10 @@ func (ix *Index) Query(q projections.RunQuery) (projections.RunPage, error) { re
 
 // Counts returns the number of runs by status.
 func (ix *Index) Counts() map[runtime.CallStatus]int { return ix.ix.Counts() }
+
+// Finished returns the sessions every run of which ended at or before
+// before, none purged (projections.Runs.Finished).
+func (ix *Index) Finished(before time.Time) []string { return ix.ix.Finished(before) }
+
+// PurgedSessions returns the sessions whose runs are purged.
+func (ix *Index) PurgedSessions() []string { return ix.ix.PurgedSessions() }

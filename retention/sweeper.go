@@ -1,0 +1,300 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+)
+
+// Store is the log's side of a purge (store/jetstream.Store).
+type Store interface {
+	ReadSession(ctx context.Context, sessionID string) (*cjs.SessionLog, error)
+	RunFinished(ctx context.Context, sessionID, runID string) (bool, error)
+	WritePurge(ctx context.Context, sessionID string, p events.Purge, at time.Time) (uint64, error)
+	FinishPurge(ctx context.Context, sessionID string, marker uint64, objects []string) error
+}
+
+var _ Store = (*cjs.Store)(nil)
+
+// Index is where a sweep finds its candidates: the node's run index.
+type Index interface {
+	// Finished returns the sessions every run of which ended at or before
+	// before, none purged.
+	Finished(before time.Time) []string
+	// PurgedSessions returns the purged sessions.
+	PurgedSessions() []string
+}
+
+// Config configures a Sweeper.
+type Config struct {
+	Policy Policy
+	Store  Store
+	Index  Index
+	// Forget removes what the node keeps of a purged session's runs
+	// outside the log (budgets, waits, children, the session's kv); it
+	// must be idempotent. Nil: nothing.
+	Forget func(ctx context.Context, sessionID string, runs []events.PurgedRun) error
+	// Mine reports whether this node sweeps the session (in a cluster,
+	// the member the session is placed on); nil: every session. Two
+	// members purging one session are safe (the marker is fenced), only
+	// wasteful.
+	Mine func(sessionID string) bool
+	// Writable reports whether a purge marker may be written now: every
+	// member of the cluster reads its schema version. Nil: always.
+	Writable func() bool
+	// Holder names this node in the markers it writes.
+	Holder string
+	// Interval is the time between sweeps; default a tenth of the
+	// shortest retention, between 1 s and 10 min.
+	Interval time.Duration
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Sweeper purges the sessions whose retention ran out, one sweep per
+// Interval.
+type Sweeper struct {
+	cfg  Config
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu sync.Mutex
+	// unfinished are purges whose marker is written and whose rest is
+	// not yet removed, by session; audited are whether the sessions the
+	// index lists as purged were checked since this Sweeper started.
+	unfinished map[string]bool
+	audited    bool
+}
+
+// Report is what one sweep did.
+type Report struct {
+	// Purged sessions, with their Events and Bytes; Finished: purges
+	// stopped half way and finished now; Failed: sessions whose purge
+	// failed (logged; tried again next sweep).
+	Purged, Finished, Failed int
+	Events                   int
+	Bytes                    int64
+}
+
+// NewSweeper returns a Sweeper; Start runs it.
+func NewSweeper(cfg Config) (*Sweeper, error) {
+	if cfg.Store == nil || cfg.Index == nil {
+		return nil, errors.New("retention: a Sweeper needs a Store and an Index")
+	}
+	if cfg.Policy.Default < 0 {
+		return nil, fmt.Errorf("retention: Policy.Default %v: must not be negative", cfg.Policy.Default)
+	}
+	for agent, d := range cfg.Policy.Agents {
+		if d < 0 {
+			return nil, fmt.Errorf("retention: Policy.Agents[%q] %v: must not be negative", agent, d)
+		}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = min(max(cfg.Policy.Shortest()/10, time.Second), 10*time.Minute)
+	}
+	return &Sweeper{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), unfinished: map[string]bool{}}, nil
+}
+
+// Start sweeps every Interval until Close; it does nothing when every
+// session is kept forever.
+func (w *Sweeper) Start() {
+	if w.cfg.Policy.Shortest() == 0 {
+		close(w.done)
+		return
+	}
+	go func() {
+		defer close(w.done)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-w.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		t := time.NewTicker(w.cfg.Interval)
+		defer t.Stop()
+		for {
+			if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
+				w.cfg.Logger.Warn("retention: sweep failed; trying again next interval", "err", err, "interval", w.cfg.Interval)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Close stops the sweeps, waiting for one in progress (until ctx is
+// done).
+func (w *Sweeper) Close(ctx context.Context) error {
+	w.once.Do(func() { close(w.stop) })
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Sweep purges, once, every session whose retention ran out and finishes
+// every purge that stopped half way. A session's failure is logged and
+// counted, and the sweep goes on; the error is ctx's, or what stopped the
+// sweep as a whole.
+func (w *Sweeper) Sweep(ctx context.Context) (Report, error) {
+	var rep Report
+	shortest := w.cfg.Policy.Shortest()
+	if shortest == 0 {
+		return rep, nil
+	}
+	if w.cfg.Writable != nil && !w.cfg.Writable() {
+		w.cfg.Logger.Debug("retention: not every member reads a purge marker yet; no purge this sweep")
+		return rep, nil
+	}
+	for _, s := range w.toFinish() {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		w.one(ctx, s, &rep)
+	}
+	now := w.cfg.Now()
+	for _, s := range w.cfg.Index.Finished(now.Add(-shortest)) {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if w.cfg.Mine == nil || w.cfg.Mine(s) {
+			w.one(ctx, s, &rep)
+		}
+	}
+	return rep, ctx.Err()
+}
+
+// toFinish are the sessions whose purge may have stopped half way: those
+// this Sweeper left so, and on its first sweep every purged session the
+// index lists whose log still holds events below the marker.
+func (w *Sweeper) toFinish() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for s := range w.unfinished {
+		out = append(out, s)
+	}
+	if !w.audited {
+		w.audited = true
+		for _, s := range w.cfg.Index.PurgedSessions() {
+			if !w.unfinished[s] && (w.cfg.Mine == nil || w.cfg.Mine(s)) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// one reads session s, decides and does what it says.
+func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
+	log := w.cfg.Logger.With("session", s)
+	fail := func(what string, err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		rep.Failed++
+		log.Warn("retention: "+what+"; trying again next sweep", "err", err)
+	}
+	sl, err := w.cfg.Store.ReadSession(ctx, s)
+	if err != nil {
+		fail("reading the session failed", err)
+		return
+	}
+	if sl == nil {
+		w.finished(s)
+		return
+	}
+	facts := Session{ID: s, Runs: sl.Runs, LastTime: sl.LastTime, Purged: sl.Purge != nil}
+	if !facts.Purged && len(sl.Runs) > 0 {
+		if last := sl.Runs[len(sl.Runs)-1]; last.ParentRunID != "" {
+			if facts.ParentEnded, err = w.cfg.Store.RunFinished(ctx, last.ParentSessionID, last.ParentRunID); err != nil {
+				fail("reading the parent run failed", err)
+				return
+			}
+		}
+	}
+	now := w.cfg.Now()
+	v := Decide(facts, w.cfg.Policy, now)
+	switch v.Action {
+	case Keep:
+		log.Debug("retention: kept", "why", v.Why)
+	case Finish:
+		if sl.Events == 1 { // the marker alone: nothing left
+			w.finished(s)
+			return
+		}
+		if err := w.finish(ctx, s, sl.Purge.Runs, sl.PurgeSeq, sl.Purge.Objects); err != nil {
+			fail("finishing the purge failed", err)
+			return
+		}
+		rep.Finished++
+		log.Info("retention: purge finished", "marker_seq", sl.PurgeSeq, "events_left", sl.Events-1)
+	case Purge:
+		p := events.Purge{Runs: sl.Runs, Before: sl.Last, Events: sl.Events, Bytes: sl.Bytes, Objects: sl.Objects,
+			Retention: v.Retention.String(), Holder: w.cfg.Holder}
+		seq, err := w.cfg.Store.WritePurge(ctx, s, p, now)
+		if errors.Is(err, runtime.ErrConflict) {
+			log.Info("retention: the session moved on while it was read; kept", "err", err)
+			return
+		}
+		if err != nil {
+			fail("writing the purge marker failed", err)
+			return
+		}
+		w.mu.Lock()
+		w.unfinished[s] = true
+		w.mu.Unlock()
+		if err := w.finish(ctx, s, p.Runs, seq, p.Objects); err != nil {
+			fail("the marker is written but removing the session failed", err)
+			return
+		}
+		rep.Purged++
+		rep.Events += p.Events
+		rep.Bytes += p.Bytes
+		log.Info("retention: session purged", "runs", len(p.Runs), "events", p.Events, "bytes", p.Bytes, "objects", len(p.Objects),
+			"last_event", sl.LastTime, "retention", v.Retention, "marker_seq", seq)
+	}
+}
+
+// finish removes what a purge left of session s: the node's entries for
+// its runs, then the log's events below the marker and the objects.
+func (w *Sweeper) finish(ctx context.Context, s string, runs []events.PurgedRun, marker uint64, objects []string) error {
+	if w.cfg.Forget != nil {
+		if err := w.cfg.Forget(ctx, s, runs); err != nil {
+			return err
+		}
+	}
+	if err := w.cfg.Store.FinishPurge(ctx, s, marker, objects); err != nil {
+		return err
+	}
+	w.finished(s)
+	return nil
+}
+
+func (w *Sweeper) finished(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.unfinished, s)
+}
