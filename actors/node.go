@@ -803,6 +803,8 @@ func (n *Node) Result(ctx context.Context, sessionID, runID string) (runtime.Cal
 			// caller, reading again (backing off) until it ends.
 			outage = min(max(2*outage, 100*time.Millisecond), 10*time.Second)
 			again = outage
+		case st.Status == runtime.StatusPurged:
+			return st.Status, nil, fmt.Errorf("%w: run %s: its session's retention ran out", ErrPurged, runID)
 		case !st.Status.Active():
 			if st.Error != "" {
 				return st.Status, nil, fmt.Errorf("actors: run %s %s: %s", runID, st.Status, st.Error)

@@ -148,8 +148,12 @@ type status struct {
 }
 
 func (l *runLog) status(ctx context.Context, sessionID, runID string) (status, error) {
-	// One read of both (at most one exists: each is fenced on the session).
-	lasts, err := l.store.Lasts(ctx, events.RunEndedSubject(sessionID, runID), events.CheckpointSubject(sessionID, runID, true))
+	// One read of both (at most one exists: each is fenced on the session),
+	// and of the session's purge marker: a purged run's end is gone with
+	// the rest of its events, and it must not read as running (a cancel
+	// would write an end into the purged session, a Result wait forever).
+	lasts, err := l.store.Lasts(ctx, events.RunEndedSubject(sessionID, runID), events.CheckpointSubject(sessionID, runID, true),
+		events.SessionPurgedSubject(sessionID))
 	if err != nil {
 		return status{}, fmt.Errorf("actors: status of %s: %w", runID, err)
 	}
@@ -171,6 +175,9 @@ func (l *runLog) status(ctx context.Context, sessionID, runID string) (status, e
 			return status{}, fmt.Errorf("actors: run %s completion: %w", runID, err)
 		}
 		return status{Status: runtime.StatusCompleted, Reply: cp.Reply}, nil
+	}
+	if lasts[2] != nil {
+		return status{Status: runtime.StatusPurged, Error: "the session was purged when its retention ran out"}, nil
 	}
 	return status{Status: runtime.StatusRunning}, nil
 }
