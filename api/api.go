@@ -19,6 +19,9 @@
 //	POST /v1/runs/{run}/redrive     re-drive from {"at": REV} (0: the start) against the log
 //	POST /v1/runs/{run}/fork        fork at {"at": REV} into a new session and run it on this node
 //
+// A run whose session was purged (package retention) reads purged with
+// how it had ended; what is gone with its events answers 410 Gone.
+//
 // Guard wraps the whole surface against cross-site use.
 package api
 
