@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +69,15 @@ func TestRetentionPurgesFinishedSessions(t *testing.T) {
 	_, listed := call(t, "GET", base+"/v1/runs?status=purged", "alice-token", "")
 	if runs, _ := listed["runs"].([]any); len(runs) != 1 || runs[0].(map[string]any)["run_id"] != run {
 		t.Fatalf("purged runs listed: %v", listed)
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`cairn_runs\{status="purged"\} [1-9]`).Match(metrics) {
+		t.Fatalf("metrics count no purged run:\n%s", metrics)
 	}
 	// The run's page says so.
 	load := headlessChromium(t, 10*time.Second)
