@@ -56,6 +56,8 @@ type Config struct {
 	Interval time.Duration
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// OnSweep is told what each sweep did (metrics); nil: nothing.
+	OnSweep func(Report)
 }
 
 // Sweeper purges the sessions whose retention ran out, one sweep per
@@ -130,8 +132,12 @@ func (w *Sweeper) Start() {
 		t := time.NewTicker(w.cfg.Interval)
 		defer t.Stop()
 		for {
-			if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
+			rep, err := w.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("retention: sweep failed; trying again next interval", "err", err, "interval", w.cfg.Interval)
+			}
+			if w.cfg.OnSweep != nil {
+				w.cfg.OnSweep(rep)
 			}
 			select {
 			case <-ctx.Done():

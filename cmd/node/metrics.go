@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/projections/runindex"
+	"github.com/cairn-agents/cairn/retention"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
@@ -45,6 +46,11 @@ type metrics struct {
 	attempts      map[[3]string]int64      // by agent, reason and outcome
 	attemptSecs   map[[2]string]*histogram // by agent and outcome
 	runSecs       map[[2]string]*histogram // by agent and outcome
+	// purged counts the sessions, events and bytes this node's retention
+	// sweeps purged; purgeFailures the sessions whose purge failed (tried
+	// again next sweep).
+	purged        [3]int64
+	purgeFailures int64
 	index         *runindex.Index
 }
 
@@ -151,6 +157,16 @@ func (m *metrics) attempt(ev actors.AttemptEnded) {
 // each run once, on the node that ran it last), observed from its creation
 // to its end by the log's own times. A run that ended before any attempt
 // (cancelled at once) had no lease and is not counted.
+// swept is the retention sweeper's OnSweep.
+func (m *metrics) swept(rep retention.Report) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.purged[0] += int64(rep.Purged)
+	m.purged[1] += int64(rep.Events)
+	m.purged[2] += rep.Bytes
+	m.purgeFailures += int64(rep.Failed)
+}
+
 func (m *metrics) runEnded(ranHere func(holder string) bool, since time.Time) func(projections.RunEntry) {
 	return func(e projections.RunEntry) {
 		if e.Updated.Before(since) || e.Node == "" || !ranHere(e.Node) || e.Created.IsZero() {
@@ -234,6 +250,10 @@ func (m *metrics) render(w io.Writer) {
 			fmt.Fprintf(w, "cairn_runs{status=%q} %d\n", st, counts[st])
 		}
 	}
+	fmt.Fprintf(w, "# HELP cairn_sessions_purged_total Sessions this node purged when their retention ran out.\n# TYPE cairn_sessions_purged_total counter\ncairn_sessions_purged_total %d\n", m.purged[0])
+	fmt.Fprintf(w, "# HELP cairn_purged_events_total Events of the sessions this node purged.\n# TYPE cairn_purged_events_total counter\ncairn_purged_events_total %d\n", m.purged[1])
+	fmt.Fprintf(w, "# HELP cairn_purged_bytes_total Bytes of log of the sessions this node purged.\n# TYPE cairn_purged_bytes_total counter\ncairn_purged_bytes_total %d\n", m.purged[2])
+	fmt.Fprintf(w, "# HELP cairn_purge_failures_total Purges that failed (each is tried again next sweep).\n# TYPE cairn_purge_failures_total counter\ncairn_purge_failures_total %d\n", m.purgeFailures)
 	fmt.Fprintln(w, "# HELP cairn_tool_calls_total Tool calls committed, by tool.\n# TYPE cairn_tool_calls_total counter")
 	for _, k := range sortedKeys(m.toolCalls) {
 		fmt.Fprintf(w, "cairn_tool_calls_total{tool=%q} %d\n", k, m.toolCalls[k])

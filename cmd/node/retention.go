@@ -53,7 +53,7 @@ func startRetention(ctx context.Context, o serveOptions, a *app, ix *runindex.In
 	if err != nil {
 		return nil, fmt.Errorf("retention: %w", err)
 	}
-	sw, err := retention.NewSweeper(retention.Config{
+	cfg := retention.Config{
 		Policy: policy, Store: st, Index: ix,
 		Forget: func(ctx context.Context, sessionID string, runs []events.PurgedRun) error {
 			ids := make([]string, len(runs))
@@ -67,7 +67,11 @@ func startRetention(ctx context.Context, o serveOptions, a *app, ix *runindex.In
 		},
 		Mine: a.node.Owns, Writable: a.node.PurgesWritable, Holder: a.node.MemberID(),
 		Interval: o.retentionSweep, Logger: o.logger,
-	})
+	}
+	if o.metrics != nil {
+		cfg.OnSweep = o.metrics.swept
+	}
+	sw, err := retention.NewSweeper(cfg)
 	if err != nil {
 		_ = st.Close(ctx)
 		return nil, err

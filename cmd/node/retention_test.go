@@ -70,14 +70,22 @@ func TestRetentionPurgesFinishedSessions(t *testing.T) {
 	if runs, _ := listed["runs"].([]any); len(runs) != 1 || runs[0].(map[string]any)["run_id"] != run {
 		t.Fatalf("purged runs listed: %v", listed)
 	}
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !regexp.MustCompile(`cairn_runs\{status="purged"\} [1-9]`).Match(metrics) {
-		t.Fatalf("metrics count no purged run:\n%s", metrics)
+	// The sweep that purged it counts it once it is done.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if regexp.MustCompile(`cairn_runs\{status="purged"\} [1-9]`).Match(metrics) && regexp.MustCompile(`cairn_sessions_purged_total [1-9]`).Match(metrics) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics count no purged run or session:\n%s", metrics)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// The run's page says so.
 	load := headlessChromium(t, 10*time.Second)
