@@ -91,6 +91,9 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
+	if purgedBy(last, sessionID) {
+		return runtime.AgentRunInfo{}, reject("session %q was purged, its retention having run out", sessionID)
+	}
 	rec := events.Run{RunID: run, SessionID: sessionID, Agent: latest.Agent, Message: prompt, RootRunID: c.run.RootRunID,
 		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID, Owner: c.run.Owner}
 	return c.start(ctx, rec, last.Sequence)

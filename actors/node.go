@@ -43,7 +43,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -427,6 +429,12 @@ func (n *Node) level() int {
 	return events.SchemaVersion
 }
 
+// purgedBy reports whether last, the last event of a session, is the
+// session's purge marker: nothing may be written into it any more.
+func purgedBy(last *jetstream.RawStreamMsg, sessionID string) bool {
+	return last != nil && last.Subject == events.SessionPurgedSubject(sessionID)
+}
+
 // PurgesWritable reports whether this node may write a session's purge
 // marker: every member of its cluster reads its schema version
 // (events.PurgeVersion; operations.md, Upgrades).
@@ -451,6 +459,30 @@ func (n *Node) Owns(sessionID string) bool {
 		return false
 	}
 	return sweep.Place(members).Owner(sessionID) == m.addr
+}
+
+// Topology identifies this member's current view of the cluster: it
+// changes whenever a member joins or leaves, or this node rejoins as a new
+// member (a sweep that audits what this member owns does it again then).
+func (n *Node) Topology() uint64 {
+	m := n.current()
+	if m == nil {
+		return 0
+	}
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.members)+1)
+	ids = append(ids, m.id)
+	for id := range m.members {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	slices.Sort(ids[1:])
+	h := fnv.New64a()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }
 
 // ForgetRuns removes what the node's buckets hold of finished runs whose
@@ -698,6 +730,12 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 	if err != nil {
 		return "", err
 	}
+	if purgedBy(last, sessionID) {
+		// The marker is written and the rest not yet removed: the runs
+		// read above are going. A creation fenced on the marker would be
+		// stored, and never run.
+		return "", fmt.Errorf("%w: session %s is being purged, its retention having run out; start a new run", ErrPurged, sessionID)
+	}
 	runID = newID("r")
 	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: latest.Agent, Message: message, RootRunID: runID, Continues: latest.RunID, Owner: latest.Owner,
 		Budget: n.ledger.budgetOf(a.Budget)}
@@ -749,8 +787,17 @@ func (n *Node) Children(ctx context.Context, runID string) ([]events.Run, error)
 		if jsonUnmarshal(value, &ch) != nil {
 			return nil
 		}
-		if rec, err := n.runlog.readRun(ctx, ch.SessionID, ch.RunID); err == nil && rec != nil {
+		rec, err := n.runlog.readRun(ctx, ch.SessionID, ch.RunID)
+		switch {
+		case err != nil:
+		case rec != nil:
 			out = append(out, *rec)
+		default:
+			// A child whose session was purged: its record is gone, the
+			// child is not (its status reads purged).
+			if m, err := n.runlog.last(ctx, events.SessionPurgedSubject(ch.SessionID)); err == nil && m != nil {
+				out = append(out, events.Run{RunID: ch.RunID, SessionID: ch.SessionID, ParentRunID: runID, ParentCallID: ch.CallID})
+			}
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +24,15 @@ import (
 func TestPurgedRunReadsPurged(t *testing.T) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
-	n, sess, run := threeChildrenDone(t, nc)
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
+	n := h.start(t)
+	t.Cleanup(func() { closeNode(t, n) })
+	started, err := n.StartRun(ctx, actors.StartRequest{Owner: "alice", Agent: "planner", Message: "Do three things.", IdempotencyKey: "k-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, run := started.SessionID, started.RunID
+	result(t, n, sess, run)
 
 	s, err := cjs.New(ctx, nc, cjs.Config{})
 	if err != nil {
@@ -38,8 +47,22 @@ func TestPurgedRunReadsPurged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Between the marker and the removal of the rest, the session's runs
+	// still read completed: a continuation must see the marker. Before,
+	// it was created, fenced on the marker, and never ran.
+	if _, err := n.Continue(ctx, sess, "and then?"); !errors.Is(err, actors.ErrPurged) {
+		t.Fatalf("Continue while the purge is under way = %v, want ErrPurged", err)
+	}
 	if err := s.FinishPurge(ctx, sess, marker, sl.Objects); err != nil {
 		t.Fatal(err)
+	}
+	// The idempotency key of the purged run, on a node that never cached
+	// its record: refused as purged. Before, a 500 (the creation met the
+	// marker).
+	n2 := h.start(t)
+	t.Cleanup(func() { closeNode(t, n2) })
+	if _, err := n2.StartRun(ctx, actors.StartRequest{Owner: "alice", Agent: "planner", Message: "Do three things.", IdempotencyKey: "k-1"}); !errors.Is(err, actors.ErrPurged) {
+		t.Fatalf("StartRun with the purged run's key = %v, want ErrPurged", err)
 	}
 
 	if st, _, _, err := n.Status(ctx, sess, run); err != nil || st != runtime.StatusPurged {
@@ -58,6 +81,28 @@ func TestPurgedRunReadsPurged(t *testing.T) {
 	}
 	if _, err := n.Continue(ctx, sess, "and then?"); !errors.Is(err, actors.ErrPurged) {
 		t.Fatalf("Continue = %v, want ErrPurged", err)
+	}
+
+	// A child's session purged while its parent's is kept: the parent
+	// still lists it (its record is gone), and it reads purged.
+	cs, cr := actors.ChildIDs(run, "a")
+	csl, err := s.ReadSession(ctx, cs)
+	if err != nil || csl == nil {
+		t.Fatalf("the child's session: %+v, %v", csl, err)
+	}
+	cm, err := s.WritePurge(ctx, cs, events.Purge{Runs: csl.Runs, Before: csl.Last, Retention: "1s"}, time.Now())
+	if err == nil {
+		err = s.FinishPurge(ctx, cs, cm, csl.Objects)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids, err := n.Children(ctx, run)
+	if err != nil || len(kids) != 3 || !slices.ContainsFunc(kids, func(r events.Run) bool { return r.RunID == cr && r.SessionID == cs }) {
+		t.Fatalf("Children = %+v, %v; want three, the purged one among them", kids, err)
+	}
+	if st, _, _, err := n.Status(ctx, cs, cr); err != nil || st != runtime.StatusPurged {
+		t.Fatalf("the purged child's status = %s, %v", st, err)
 	}
 
 	js, _ := jetstream.New(nc)

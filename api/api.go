@@ -433,7 +433,7 @@ func (x *Server) show(w http.ResponseWriter, r *http.Request, principal string) 
 	if x.nodeError(w, err) {
 		return
 	}
-	kids, usage, err := runDetails(r.Context(), x.cfg.Node, e)
+	kids, usage, err := runDetails(r.Context(), x.cfg.Node, x.cfg.Index, e)
 	if x.nodeError(w, err) {
 		return
 	}
@@ -459,13 +459,23 @@ type runReader interface {
 	Children(ctx context.Context, runID string) ([]events.Run, error)
 }
 
+// indexReader is what a run's view reads of the run index.
+type indexReader interface {
+	Get(runID string) (runindex.Entry, bool)
+}
+
 // runDetails reads a run's children with their statuses and its root's
 // usage. A read that fails fails the view: a view that showed no children
-// or zero usage because NATS was out would state something false.
-func runDetails(ctx context.Context, runs runReader, e runindex.Entry) (kids []map[string]any, usage map[string]int64, err error) {
-	steps, in, out, err := runs.Usage(ctx, e.RootRunID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("usage of %s: %w", e.RootRunID, err)
+// or zero usage because NATS was out would state something false. A root
+// whose session was purged has no usage left (its ledger entry went with
+// it): usage is then nil.
+func runDetails(ctx context.Context, runs runReader, ix indexReader, e runindex.Entry) (kids []map[string]any, usage map[string]int64, err error) {
+	if root, ok := ix.Get(e.RootRunID); !ok || root.Status != runtime.StatusPurged {
+		steps, in, out, err := runs.Usage(ctx, e.RootRunID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("usage of %s: %w", e.RootRunID, err)
+		}
+		usage = map[string]int64{"steps": int64(steps), "input_tokens": in, "output_tokens": out}
 	}
 	children, err := runs.Children(ctx, e.RunID)
 	if err != nil {
@@ -477,9 +487,15 @@ func runDetails(ctx context.Context, runs runReader, e runindex.Entry) (kids []m
 		if err != nil {
 			return nil, nil, fmt.Errorf("status of child %s: %w", c.RunID, err)
 		}
-		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": c.Agent, "call_id": c.ParentCallID, "status": runtime.RunStatus(cst, creply)})
+		agent := c.Agent
+		if agent == "" { // a purged child: the index keeps its agent
+			if ce, ok := ix.Get(c.RunID); ok {
+				agent = ce.Agent
+			}
+		}
+		kids = append(kids, map[string]any{"run_id": c.RunID, "session_id": c.SessionID, "agent": agent, "call_id": c.ParentCallID, "status": runtime.RunStatus(cst, creply)})
 	}
-	return kids, map[string]int64{"steps": int64(steps), "input_tokens": in, "output_tokens": out}, nil
+	return kids, usage, nil
 }
 
 func (x *Server) continueRun(w http.ResponseWriter, r *http.Request, principal string) {

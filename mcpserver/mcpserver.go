@@ -151,7 +151,7 @@ type tools struct {
 func (m *tools) fail(err error) error {
 	switch {
 	case errors.Is(err, actors.ErrNotFound), errors.Is(err, actors.ErrInvalid), errors.Is(err, actors.ErrTooLarge), errors.Is(err, actors.ErrBusy), errors.Is(err, errNoRun),
-		errors.Is(err, actors.ErrIdempotencyConflict), errors.Is(err, actors.ErrUnavailable):
+		errors.Is(err, actors.ErrIdempotencyConflict), errors.Is(err, actors.ErrUnavailable), errors.Is(err, actors.ErrPurged):
 		return err
 	case cjs.Unavailable(err): // NATS out, JetStream refusing writes: the client may retry
 		return fmt.Errorf("unavailable: NATS cannot serve the request now; retry later: %w", err)
@@ -168,7 +168,17 @@ func (m *tools) owned(ctx context.Context, principal, runID string) (sessionID, 
 		return "", "", fmt.Errorf("%w: run_id: is required", actors.ErrInvalid)
 	}
 	rec, err := m.cfg.Node.Lookup(ctx, runID)
-	if err != nil || rec == nil || rec.Owner != principal {
+	if err != nil || rec == nil {
+		// A run whose session was purged has no record any more: the
+		// index keeps its owner, and status says purged.
+		if m.cfg.Index != nil {
+			if e, ok := m.cfg.Index.Get(runID); ok && e.Status == runtime.StatusPurged && e.Owner == principal {
+				return e.SessionID, e.Agent, nil
+			}
+		}
+		return "", "", fmt.Errorf("%w: %q", errNoRun, runID)
+	}
+	if rec.Owner != principal {
 		return "", "", fmt.Errorf("%w: %q", errNoRun, runID)
 	}
 	return rec.SessionID, rec.Agent, nil

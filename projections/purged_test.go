@@ -53,13 +53,16 @@ func TestRunIndexPurgedAndFinished(t *testing.T) {
 	apply(create("s1", "r1", "", "r1", t0), create("k1", "c1", "r1", "r1", t0), end("s1", "r1", t0.Add(time.Minute)),
 		create("s2", "r2", "", "r2", t0), end("s2", "r2", t0.Add(time.Hour)),
 		create("s3", "r3", "", "r3", t0))
-	cut := t0.Add(30 * time.Minute)
+	cut := func(agent string) (time.Time, bool) { return t0.Add(30 * time.Minute), agent == "a" }
 	if got := ix.Finished(cut); len(got) != 0 {
 		t.Fatalf("Finished = %q; want none: s1's child runs, s2 ended after the cut, s3 runs", got)
 	}
 	apply(end("k1", "c1", t0.Add(2*time.Minute)))
 	if got, want := ix.Finished(cut), []string{"k1", "s1"}; !slices.Equal(got, want) {
 		t.Fatalf("Finished = %q, want %q", got, want)
+	}
+	if got := ix.Finished(func(string) (time.Time, bool) { return t0.Add(time.Hour), false }); len(got) != 0 {
+		t.Fatalf("Finished with every agent kept forever = %q, want none", got)
 	}
 
 	purge := marker("s1", t0.Add(2*time.Hour), events.PurgedRun{RunID: "r1", Agent: "a", Owner: "alice", RootRunID: "r1", Status: "failed", Created: t0, Ended: t0.Add(time.Minute)})

@@ -205,14 +205,15 @@ func (ix *Runs) purge(e Event) {
 }
 
 // Finished returns the sessions every run of which has ended (none is
-// purged) with the last end at or before before, and no run still active
-// below them: a session holding the parent or the root of an active run
-// is not finished, since the run may still deliver to its parent or draw
-// on its root's budget. These are the candidates of a retention sweep,
-// which reads each from the log before it purges it. The index applies
-// the log in order, so a run's end it holds comes after the creation of
-// every child the run had.
-func (ix *Runs) Finished(before time.Time) []string {
+// purged), the last end at or before cutoff(agent) for their agent (an
+// agent whose cutoff is not ok keeps its sessions: none is returned), and
+// no run still active below them: a session holding the parent or the
+// root of an active run is not finished, since the run may still deliver
+// to its parent or draw on its root's budget. These are the candidates of
+// a retention sweep, which reads each from the log before it purges it.
+// The index applies the log in order, so a run's end it holds comes after
+// the creation of every child the run had.
+func (ix *Runs) Finished(cutoff func(agent string) (time.Time, bool)) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	open := map[string]bool{}
@@ -225,10 +226,11 @@ func (ix *Runs) Finished(before time.Time) []string {
 					open[p.SessionID] = true
 				}
 			}
-		case e.Status == runtime.StatusPurged, e.Updated.After(before):
+		case e.Status == runtime.StatusPurged:
 			open[e.SessionID] = true
 		case !open[e.SessionID]:
-			open[e.SessionID] = false
+			before, ok := cutoff(e.Agent)
+			open[e.SessionID] = !ok || e.Updated.After(before)
 		}
 	}
 	var out []string

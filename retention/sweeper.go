@@ -25,9 +25,13 @@ var _ Store = (*cjs.Store)(nil)
 
 // Index is where a sweep finds its candidates: the node's run index.
 type Index interface {
-	// Finished returns the sessions every run of which ended at or before
-	// before, none purged.
-	Finished(before time.Time) []string
+	// CatchUp waits until the index holds everything the log held when
+	// it was called.
+	CatchUp(ctx context.Context) error
+	// Finished returns the sessions every run of which ended, none purged,
+	// and whose last end is at or before cutoff(agent) for their agent;
+	// an agent whose cutoff is not ok is kept forever.
+	Finished(cutoff func(agent string) (time.Time, bool)) []string
 	// PurgedSessions returns the purged sessions.
 	PurgedSessions() []string
 }
@@ -49,6 +53,11 @@ type Config struct {
 	// Writable reports whether a purge marker may be written now: every
 	// member of the cluster reads its schema version. Nil: always.
 	Writable func() bool
+	// Topology identifies the membership Mine places sessions on: when it
+	// changes, the next sweep audits again the purged sessions this node
+	// now owns, for a purge their former owner left half way. Nil: one
+	// audit, at the first sweep.
+	Topology func() uint64
 	// Holder names this node in the markers it writes.
 	Holder string
 	// Interval is the time between sweeps; default a tenth of the
@@ -70,10 +79,16 @@ type Sweeper struct {
 
 	mu sync.Mutex
 	// unfinished are purges whose marker is written and whose rest is
-	// not yet removed, by session; audited are whether the sessions the
-	// index lists as purged were checked since this Sweeper started.
+	// not yet removed, by session; audited is whether the sessions the
+	// index lists as purged were checked since this Sweeper started (on
+	// the topology auditedAt).
 	unfinished map[string]bool
 	audited    bool
+	auditedAt  uint64
+	// later are the sessions a sweep kept, with when to read them again:
+	// when their retention runs out, or a while after a keep for another
+	// reason (a run that has not ended, a parent that may continue it).
+	later map[string]time.Time
 }
 
 // Report is what one sweep did.
@@ -105,10 +120,13 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Interval < 0 {
+		return nil, fmt.Errorf("retention: Interval %v: must not be negative", cfg.Interval)
+	}
 	if cfg.Interval == 0 {
 		cfg.Interval = min(max(cfg.Policy.Shortest()/10, time.Second), 10*time.Minute)
 	}
-	return &Sweeper{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), unfinished: map[string]bool{}}, nil
+	return &Sweeper{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}), unfinished: map[string]bool{}, later: map[string]time.Time{}}, nil
 }
 
 // Start sweeps every Interval until Close; it does nothing when every
@@ -174,43 +192,95 @@ func (w *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		w.cfg.Logger.Debug("retention: not every member reads a purge marker yet; no purge this sweep")
 		return rep, nil
 	}
-	for _, s := range w.toFinish() {
+	// The candidates come from the index: at a node's start it is still
+	// being rebuilt from the log, and the purged sessions it lists are
+	// those whose markers it has read so far.
+	if err := w.cfg.Index.CatchUp(ctx); err != nil {
+		return rep, fmt.Errorf("retention: the run index did not catch up: %w", err)
+	}
+	finish, audit := w.toFinish()
+	for _, s := range finish {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
 		w.one(ctx, s, &rep)
 	}
+	if audit != nil {
+		audit()
+	}
 	now := w.cfg.Now()
-	for _, s := range w.cfg.Index.Finished(now.Add(-shortest)) {
+	cutoff := func(agent string) (time.Time, bool) {
+		d := w.cfg.Policy.For(agent)
+		return now.Add(-d), d > 0
+	}
+	candidates := w.cfg.Index.Finished(cutoff)
+	w.forgetLater(candidates)
+	for _, s := range candidates {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if w.cfg.Mine == nil || w.cfg.Mine(s) {
-			w.one(ctx, s, &rep)
+		if w.cfg.Mine != nil && !w.cfg.Mine(s) {
+			continue
 		}
+		w.mu.Lock()
+		next, wait := w.later[s]
+		w.mu.Unlock()
+		if wait && now.Before(next) {
+			continue
+		}
+		w.one(ctx, s, &rep)
 	}
 	return rep, ctx.Err()
 }
 
-// toFinish are the sessions whose purge may have stopped half way: those
-// this Sweeper left so, and on its first sweep every purged session the
-// index lists whose log still holds events below the marker.
-func (w *Sweeper) toFinish() []string {
+// forgetLater drops the sessions no longer candidates from later (purged,
+// or continued), so that it holds at most the candidates.
+func (w *Sweeper) forgetLater(candidates []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []string
+	if len(w.later) == 0 {
+		return
+	}
+	in := make(map[string]bool, len(candidates))
+	for _, s := range candidates {
+		in[s] = true
+	}
+	for s := range w.later {
+		if !in[s] {
+			delete(w.later, s)
+		}
+	}
+}
+
+// toFinish are the sessions whose purge may have stopped half way: those
+// this Sweeper left so, and, at its first sweep and after each change of
+// the topology, every purged session the index lists that this node owns
+// (a purge its former owner, or this node before a restart, left half
+// way). audit, when not nil, records that the audit was made: call it once
+// the sessions were read.
+func (w *Sweeper) toFinish() (out []string, audit func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for s := range w.unfinished {
 		out = append(out, s)
 	}
-	if !w.audited {
-		w.audited = true
-		for _, s := range w.cfg.Index.PurgedSessions() {
-			if !w.unfinished[s] && (w.cfg.Mine == nil || w.cfg.Mine(s)) {
-				out = append(out, s)
-			}
+	var topo uint64
+	if w.cfg.Topology != nil {
+		topo = w.cfg.Topology()
+	}
+	if w.audited && topo == w.auditedAt {
+		return out, nil
+	}
+	for _, s := range w.cfg.Index.PurgedSessions() {
+		if !w.unfinished[s] && (w.cfg.Mine == nil || w.cfg.Mine(s)) {
+			out = append(out, s)
 		}
 	}
-	return out
+	return out, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.audited, w.auditedAt = true, topo
+	}
 }
 
 // one reads session s, decides and does what it says.
@@ -221,7 +291,12 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 			return
 		}
 		rep.Failed++
-		log.Warn("retention: "+what+"; trying again next sweep", "err", err)
+		log.Warn("retention: "+what+"; trying again later", "err", err)
+		if !w.isUnfinished(s) {
+			w.mu.Lock()
+			w.later[s] = w.cfg.Now().Add(keepFor * w.cfg.Interval)
+			w.mu.Unlock()
+		}
 	}
 	sl, err := w.cfg.Store.ReadSession(ctx, s)
 	if err != nil {
@@ -246,8 +321,15 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 	switch v.Action {
 	case Keep:
 		log.Debug("retention: kept", "why", v.Why)
+		next := now.Add(keepFor * w.cfg.Interval)
+		if v.Due.After(now) {
+			next = v.Due
+		}
+		w.mu.Lock()
+		w.later[s] = next
+		w.mu.Unlock()
 	case Finish:
-		if sl.Events == 1 { // the marker alone: nothing left
+		if sl.Events == 1 && len(sl.Purge.Objects) == 0 { // the marker alone: nothing left
 			w.finished(s)
 			return
 		}
@@ -272,7 +354,12 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 		w.mu.Lock()
 		w.unfinished[s] = true
 		w.mu.Unlock()
-		if err := w.finish(ctx, s, p.Runs, seq, p.Objects); err != nil {
+		// The marker is written: the rest is removed even while the
+		// Sweeper closes (within finishTimeout), rather than left to the
+		// audit of the node's next start.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if err := w.finish(fctx, s, p.Runs, seq, p.Objects); err != nil {
 			fail("the marker is written but removing the session failed", err)
 			return
 		}
@@ -283,6 +370,16 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 			"last_event", sl.LastTime, "retention", v.Retention, "marker_seq", seq)
 	}
 }
+
+// keepFor is how many intervals a session kept for another reason than
+// its retention (a run not ended, a parent that may continue it, a log
+// this build cannot read) waits before it is read again: every sweep
+// would read the whole log of each such session.
+const keepFor = 10
+
+// finishTimeout bounds the removal of what a purge's marker left, once
+// the marker is written.
+const finishTimeout = 30 * time.Second
 
 // finish removes what a purge left of session s: the node's entries for
 // its runs, then the log's events below the marker and the objects.
@@ -297,6 +394,12 @@ func (w *Sweeper) finish(ctx context.Context, s string, runs []events.PurgedRun,
 	}
 	w.finished(s)
 	return nil
+}
+
+func (w *Sweeper) isUnfinished(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unfinished[s]
 }
 
 func (w *Sweeper) finished(s string) {

@@ -21,13 +21,16 @@ type fakeLog struct {
 	sessions map[string]*cjs.SessionLog
 	ended    map[string]bool // run IDs of parents that ended
 	seq      uint64
-	// failFinish fails the next FinishPurge calls.
-	failFinish int
-	calls      []string
+	// failFinish fails the next FinishPurge calls before anything is
+	// removed, failObjects after the events are removed but before the
+	// objects are.
+	failFinish, failObjects int
+	calls                   []string
+	reads                   map[string]int
 }
 
 func newFakeLog() *fakeLog {
-	return &fakeLog{sessions: map[string]*cjs.SessionLog{}, ended: map[string]bool{}}
+	return &fakeLog{sessions: map[string]*cjs.SessionLog{}, ended: map[string]bool{}, reads: map[string]int{}}
 }
 
 // add makes a session of runs, each ended (or not) at t.
@@ -37,6 +40,7 @@ func (f *fakeLog) add(id string, t time.Time, runs ...events.PurgedRun) {
 }
 
 func (f *fakeLog) ReadSession(_ context.Context, id string) (*cjs.SessionLog, error) {
+	f.reads[id]++
 	s := f.sessions[id]
 	if s == nil {
 		return nil, nil
@@ -71,18 +75,38 @@ func (f *fakeLog) FinishPurge(_ context.Context, id string, marker uint64, objec
 	if s.PurgeSeq != marker {
 		return fmt.Errorf("finish %s at %d: the marker is at %d", id, marker, s.PurgeSeq)
 	}
-	s.Events, s.Objects = 1, nil
+	s.Events = 1
+	if f.failObjects > 0 {
+		f.failObjects--
+		return errors.New("the object store is out")
+	}
+	s.Objects = nil
 	f.calls = append(f.calls, fmt.Sprintf("finish %s %v", id, objects))
 	return nil
 }
 
-// fakeIndex lists what the log holds, as the run index would.
-type fakeIndex struct{ log *fakeLog }
+// fakeIndex lists what the log holds, as the run index would; while
+// rebuilding (at a node's start) it lists nothing until CatchUp.
+type fakeIndex struct {
+	log        *fakeLog
+	rebuilding *bool
+}
 
-func (x fakeIndex) Finished(before time.Time) []string {
+func (x fakeIndex) CatchUp(context.Context) error {
+	if x.rebuilding != nil {
+		*x.rebuilding = false
+	}
+	return nil
+}
+
+func (x fakeIndex) Finished(cutoff func(agent string) (time.Time, bool)) []string {
+	if x.rebuilding != nil && *x.rebuilding {
+		return nil
+	}
 	var out []string
 	for id, s := range x.log.sessions {
-		if s.Purge != nil || s.LastTime.After(before) {
+		before, ok := cutoff(s.Runs[0].Agent)
+		if s.Purge != nil || !ok || s.LastTime.After(before) {
 			continue
 		}
 		if !slices.ContainsFunc(s.Runs, func(r events.PurgedRun) bool { return r.Status == "" }) {
@@ -94,6 +118,9 @@ func (x fakeIndex) Finished(before time.Time) []string {
 }
 
 func (x fakeIndex) PurgedSessions() []string {
+	if x.rebuilding != nil && *x.rebuilding {
+		return nil
+	}
 	var out []string
 	for id, s := range x.log.sessions {
 		if s.Purge != nil {
@@ -109,7 +136,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func sweeper(t *testing.T, log *fakeLog, now *time.Time, mut func(*Config)) (*Sweeper, *[]string) {
 	t.Helper()
 	var forgot []string
-	cfg := Config{Policy: Policy{Default: time.Hour}, Store: log, Index: fakeIndex{log}, Logger: quiet, Holder: "n1",
+	cfg := Config{Policy: Policy{Default: time.Hour}, Store: log, Index: fakeIndex{log: log}, Logger: quiet, Holder: "n1",
 		Now: func() time.Time { return *now },
 		Forget: func(_ context.Context, s string, runs []events.PurgedRun) error {
 			for _, r := range runs {
@@ -208,7 +235,10 @@ func TestSweepFinishesAPurgeStoppedHalfWay(t *testing.T) {
 				t.Fatalf("Sweep = %+v, %v, session %+v; want the marker written and the finish failed", rep, err, log.sessions["s"])
 			}
 			if restart {
-				w, _ = sweeper(t, log, &now, nil)
+				// A restarted node's index is rebuilt from the log: the
+				// sweep waits for it before it audits.
+				rebuilding := true
+				w, _ = sweeper(t, log, &now, func(c *Config) { c.Index = fakeIndex{log: log, rebuilding: &rebuilding} })
 			}
 			rep, err = w.Sweep(context.Background())
 			if err != nil || rep.Finished != 1 || rep.Failed != 0 || log.sessions["s"].Events != 1 {
@@ -233,6 +263,7 @@ func TestSweepWaitsForTheParent(t *testing.T) {
 		t.Fatalf("Sweep = %+v; want the child's session kept while its parent may continue it", rep)
 	}
 	log.ended["p1"] = true
+	now = now.Add(keepFor * 6 * time.Minute) // the default interval: a tenth of the 1 h retention
 	if rep, _ := w.Sweep(context.Background()); rep.Purged != 1 {
 		t.Fatalf("Sweep = %+v; want the child's session purged once its parent ended", rep)
 	}
@@ -261,13 +292,86 @@ func TestSweepPurgesNothingUnlessAllowed(t *testing.T) {
 func TestNewSweeperRefusesBadConfig(t *testing.T) {
 	log := newFakeLog()
 	for name, cfg := range map[string]Config{
-		"no store":           {Index: fakeIndex{log}},
+		"no store":           {Index: fakeIndex{log: log}},
 		"no index":           {Store: log},
-		"negative default":   {Store: log, Index: fakeIndex{log}, Policy: Policy{Default: -time.Hour}},
-		"negative for agent": {Store: log, Index: fakeIndex{log}, Policy: Policy{Agents: map[string]time.Duration{"a": -1}}},
+		"negative default":   {Store: log, Index: fakeIndex{log: log}, Policy: Policy{Default: -time.Hour}},
+		"negative for agent": {Store: log, Index: fakeIndex{log: log}, Policy: Policy{Agents: map[string]time.Duration{"a": -1}}},
 	} {
 		if _, err := NewSweeper(cfg); err == nil {
 			t.Errorf("%s: NewSweeper accepted it", name)
 		}
+	}
+}
+
+// The objects of a purge whose events were removed but whose objects were
+// not are removed by the next sweep (before, the marker alone left meant
+// done, and the objects stayed).
+func TestSweepRemovesObjectsLeftBehind(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	log := newFakeLog()
+	log.add("s", t0, done("r1", t0))
+	log.failObjects = 1
+	now := t0.Add(2 * time.Hour)
+	w, _ := sweeper(t, log, &now, nil)
+	if rep, _ := w.Sweep(context.Background()); rep.Failed != 1 || log.sessions["s"].Events != 1 || len(log.sessions["s"].Objects) != 1 {
+		t.Fatalf("Sweep = %+v, session %+v; want its events removed and its object left", rep, log.sessions["s"])
+	}
+	w, _ = sweeper(t, log, &now, nil) // and after a restart too
+	if rep, _ := w.Sweep(context.Background()); rep.Finished != 1 || len(log.sessions["s"].Objects) != 0 {
+		t.Fatalf("next Sweep = %+v, session %+v; want the object removed", rep, log.sessions["s"])
+	}
+}
+
+// A purge another member left half way is finished by the member the
+// session is placed on once the topology changes.
+func TestSweepAuditsAgainWhenTheTopologyChanges(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	log := newFakeLog()
+	log.add("s", t0, done("r1", t0))
+	log.failFinish = 1
+	now := t0.Add(2 * time.Hour)
+	other, _ := sweeper(t, log, &now, nil)
+	if rep, _ := other.Sweep(context.Background()); rep.Failed != 1 || log.sessions["s"].Purge == nil {
+		t.Fatalf("the first member's Sweep = %+v; want the marker written, the rest not", rep)
+	}
+	// That member is gone; this one owned nothing of it, and now does.
+	topo, mine := uint64(1), false
+	w, _ := sweeper(t, log, &now, func(c *Config) {
+		c.Topology = func() uint64 { return topo }
+		c.Mine = func(string) bool { return mine }
+	})
+	if rep, _ := w.Sweep(context.Background()); rep != (Report{}) {
+		t.Fatalf("Sweep = %+v; want nothing done: the session is another member's", rep)
+	}
+	topo, mine = 2, true
+	if rep, _ := w.Sweep(context.Background()); rep.Finished != 1 || log.sessions["s"].Events != 1 {
+		t.Fatalf("Sweep after the topology changed = %+v; want the purge finished", rep)
+	}
+}
+
+// A session kept for a parent that may continue it is read again only
+// after keepFor intervals, not at every sweep (each read is the session's
+// whole log).
+func TestSweepReadsAKeptSessionLater(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	log := newFakeLog()
+	c := done("c1", t0)
+	c.ParentRunID, c.ParentSessionID = "p1", "ps"
+	log.add("child", t0, c)
+	now := t0.Add(2 * time.Hour)
+	w, _ := sweeper(t, log, &now, func(c *Config) { c.Interval = time.Minute })
+	for range 5 {
+		if _, err := w.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	if log.reads["child"] != 1 {
+		t.Fatalf("reads over 5 sweeps: %v; want the kept session read once", log.reads)
+	}
+	now = now.Add(keepFor * time.Minute)
+	log.ended["p1"] = true
+	if rep, _ := w.Sweep(context.Background()); rep.Purged != 1 || log.reads["child"] != 2 {
+		t.Fatalf("Sweep after keepFor intervals = %+v, reads %v; want the child's session read again and purged", rep, log.reads)
 	}
 }

@@ -151,12 +151,6 @@ func (m *metrics) attempt(ev actors.AttemptEnded) {
 	observeIn(m.attemptSecs, k, attemptBuckets, ev.Took.Seconds())
 }
 
-// runEnded is the run index's OnEnd for cairn_run_seconds: each run that
-// ended since this node started (the index's rebuild replays every end the
-// log holds) and whose last lease was this node's (so that a cluster counts
-// each run once, on the node that ran it last), observed from its creation
-// to its end by the log's own times. A run that ended before any attempt
-// (cancelled at once) had no lease and is not counted.
 // swept is the retention sweeper's OnSweep.
 func (m *metrics) swept(rep retention.Report) {
 	m.mu.Lock()
@@ -167,6 +161,12 @@ func (m *metrics) swept(rep retention.Report) {
 	m.purgeFailures += int64(rep.Failed)
 }
 
+// runEnded is the run index's OnEnd for cairn_run_seconds: each run that
+// ended since this node started (the index's rebuild replays every end the
+// log holds) and whose last lease was this node's (so that a cluster counts
+// each run once, on the node that ran it last), observed from its creation
+// to its end by the log's own times. A run that ended before any attempt
+// (cancelled at once) had no lease and is not counted.
 func (m *metrics) runEnded(ranHere func(holder string) bool, since time.Time) func(projections.RunEntry) {
 	return func(e projections.RunEntry) {
 		if e.Updated.Before(since) || e.Node == "" || !ranHere(e.Node) || e.Created.IsZero() {

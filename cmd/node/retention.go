@@ -65,7 +65,7 @@ func startRetention(ctx context.Context, o serveOptions, a *app, ix *runindex.In
 			}
 			return kvcap.Forget(ctx, a.js, a.kv, sessionID)
 		},
-		Mine: a.node.Owns, Writable: a.node.PurgesWritable, Holder: a.node.MemberID(),
+		Mine: a.node.Owns, Writable: a.node.PurgesWritable, Topology: a.node.Topology, Holder: a.node.MemberID(),
 		Interval: o.retentionSweep, Logger: o.logger,
 	}
 	if o.metrics != nil {

@@ -36,7 +36,7 @@ func runsCmd(args []string, stdout, stderr io.Writer) int {
 	// ls: the filters of GET /v1/runs, passed as they are (the node checks them).
 	filters := map[string]*string{}
 	for _, f := range []struct{ name, usage string }{
-		{"status", "ls: runs in any of these statuses (running,needs_input,completed,failed,cancelled)"},
+		{"status", "ls: runs in any of these statuses (running,waiting,needs_input,completed,failed,cancelled,purged)"},
 		{"agent", "ls: runs of this agent"},
 		{"parent", "ls: the children of this run"},
 		{"children", "ls: true lists children as well as roots"},

@@ -63,9 +63,11 @@ func (ix *Index) Query(q projections.RunQuery) (projections.RunPage, error) { re
 // Counts returns the number of runs by status.
 func (ix *Index) Counts() map[runtime.CallStatus]int { return ix.ix.Counts() }
 
-// Finished returns the sessions every run of which ended at or before
-// before, none purged (projections.Runs.Finished).
-func (ix *Index) Finished(before time.Time) []string { return ix.ix.Finished(before) }
+// Finished returns the sessions every run of which ended, none purged,
+// at or before cutoff(agent) (projections.Runs.Finished).
+func (ix *Index) Finished(cutoff func(agent string) (time.Time, bool)) []string {
+	return ix.ix.Finished(cutoff)
+}
 
 // PurgedSessions returns the sessions whose runs are purged.
 func (ix *Index) PurgedSessions() []string { return ix.ix.PurgedSessions() }
