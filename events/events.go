@@ -1,7 +1,9 @@
 // Package events is the one schema of Cairn's log: the envelope every event
 // carries, the event types, their codec, and the subject names they are
 // published on. Everything that reads or writes the log (store/jetstream,
-// actors, projections, external consumers) goes through it.
+// actors, projections, external consumers) goes through it. The form of
+// every payload, version by version, is package events/wire's; each
+// version's reader (schema.go) reads it into this package's types.
 //
 // Events are JSON. The type and the schema version travel both in the body
 // and in NATS headers, with the CloudEvents attributes (ce-specversion,
@@ -20,6 +22,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cairn-agents/cairn/events/wire"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/session"
 )
@@ -48,51 +51,18 @@ const (
 	CallCancelled  Type = "cairn.call.cancelled"
 )
 
-// Run is the payload of RunCreated.
-type Run struct {
-	RunID     string `json:"run_id"`
-	SessionID string `json:"session_id"`
-	// Agent is the definition slug.
-	Agent string `json:"agent"`
-	// Message is the user message (a child's input JSON, or a prompt).
-	Message string `json:"message"`
-	// RootRunID is the run whose budget this run draws on (itself for a root).
-	RootRunID string `json:"root_run_id"`
-	// Parent fields are empty for a root run.
-	ParentRunID     string `json:"parent_run_id,omitempty"`
-	ParentSessionID string `json:"parent_session_id,omitempty"`
-	ParentCallID    string `json:"parent_call_id,omitempty"`
-	// Continues names the run this one continues in the same session.
-	Continues string `json:"continues,omitempty"`
-	// Owner is who started the root run (an API principal); children
-	// inherit it. Every API request is authorized against it.
-	Owner string `json:"owner,omitempty"`
-	// ForkedFrom and ForkedAt name the run and revision a fork was made
-	// from (projections/replay.Fork): the fork's session starts with a
-	// copy of that run's commits up to ForkedAt.
-	ForkedFrom string `json:"forked_from,omitempty"`
-	ForkedAt   int64  `json:"forked_at,omitempty"`
-	// Budget is a root run's budget as the node fixed it at creation:
-	// the ledger's entry for the run is created from it by the run's first
-	// reservation, and its deadline counts from the creation. Empty for
-	// children (they draw on their root's) and for runs written outside a
-	// node (a fork: adopting one opens its ledger entry).
-	Budget *RunBudget `json:"budget,omitempty"`
-}
-
-// RunBudget is a root run's limits; zero is unlimited.
-type RunBudget struct {
-	Steps  int   `json:"steps,omitempty"`
-	Tokens int64 `json:"tokens,omitempty"`
-	// Deadline is the wall-clock end, Unix nanoseconds.
-	Deadline int64 `json:"deadline_unix_nano,omitempty"`
-}
-
-// Ended is the payload of RunEnded.
-type Ended struct {
-	Status string `json:"status"` // cancelled, failed
-	Reason string `json:"reason,omitempty"`
-}
+// The payloads that are the same in memory as in the log are package
+// wire's types (the schema), under their names here.
+type (
+	// Run is the payload of RunCreated.
+	Run = wire.Run
+	// RunBudget is a root run's limits; zero is unlimited.
+	RunBudget = wire.RunBudget
+	// Ended is the payload of RunEnded.
+	Ended = wire.Ended
+	// Lease is the payload of LeaseAcquired.
+	Lease = wire.Lease
+)
 
 var known = map[Type]bool{CheckpointCommitted: true, LeaseAcquired: true, WindowCompacted: true, RunCreated: true, RunEnded: true,
 	ChildSpawned: true, ChildCompleted: true, WaitRegistered: true, CallCancelled: true}
@@ -121,7 +91,9 @@ type ObjectRef struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Checkpoint is the payload of CheckpointCommitted: the whole revision,
+// Checkpoint is the payload of CheckpointCommitted as this build holds
+// it, with the runtime's checkpoint (its log form is wire.Commit; a commit
+// of any earlier version reads into it, Payload): the whole revision,
 // Append included (C12, C17), but for its used call IDs when
 // UsedCallIDsBase is set and its calls when CallsBaseRev is (a Folder, or
 // a store's run handle, makes it whole).
@@ -149,13 +121,8 @@ type Checkpoint struct {
 	CallsAt      []int  `json:"calls_at,omitempty"`
 }
 
-// Lease is the payload of LeaseAcquired.
-type Lease struct {
-	Holder string `json:"holder"`
-	Epoch  int64  `json:"epoch"`
-}
-
-// Compaction is the payload of WindowCompacted.
+// Compaction is the payload of WindowCompacted with the runtime's
+// compaction; its log form is wire.Compacted.
 type Compaction struct {
 	Compaction session.Compaction `json:"compaction"`
 	RunID      string             `json:"run_id"`
@@ -357,12 +324,24 @@ func Decode(body []byte) (Envelope, error) {
 	return e, nil
 }
 
-// Payload decodes an inline payload into v.
+// Payload decodes an inline payload into v, read as the envelope's
+// schema version wrote it: a *Checkpoint goes through that version's
+// reader and upcasters (schema.go), so it has this build's form whatever
+// the version. A version this build does not read is ErrUnknownVersion.
 func (e Envelope) Payload(v any) error {
 	if e.DataRef != nil {
 		return fmt.Errorf("events: %s payload is in the object store (%s/%s): resolve it first", e.Type, e.DataRef.Bucket, e.DataRef.Key)
 	}
-	if err := json.Unmarshal(e.Data, v); err != nil {
+	ver, err := versionOf(e.Version)
+	if err != nil {
+		return fmt.Errorf("%s payload: %w", e.Type, err)
+	}
+	if p, ok := v.(*Checkpoint); ok {
+		err = ver.commit(e.Data, p)
+	} else {
+		err = json.Unmarshal(e.Data, v)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %s payload: %v", ErrMalformed, e.Type, err)
 	}
 	return nil

@@ -72,7 +72,8 @@ func TestRecordedLogsDecode(t *testing.T) {
 				}
 				n++
 			}
-			if n == 0 || len(revs) == 0 {
+			// A purged session's log holds its marker alone.
+			if n == 0 || (len(revs) == 0 && !strings.HasSuffix(filepath.Dir(f), "-purged")) {
 				t.Fatal("empty log")
 			}
 		})

@@ -1,6 +1,9 @@
 package projections_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -93,5 +96,35 @@ func TestRunIndexPurgedAndFinished(t *testing.T) {
 	}
 	if l := fresh.List("alice", false); len(l) != 1 || l[0].RunID != "r1" {
 		t.Fatalf("List after a rebuild = %+v, want r1", l)
+	}
+}
+
+// The recorded log of a purged session (events/testdata/v3-purged, by go
+// run ./test/recordlogs) builds its run's purged entry.
+func TestRunIndexFromARecordedPurge(t *testing.T) {
+	raw, err := os.ReadFile("../events/testdata/v3-purged/needs_input.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := projections.NewRuns()
+	for i, l := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var line struct {
+			Subject string          `json:"subject"`
+			Body    json.RawMessage `json:"body"`
+		}
+		if err := json.Unmarshal(l, &line); err != nil {
+			t.Fatal(err)
+		}
+		e, err := events.Decode(line.Body)
+		if err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if err := ix.Apply(projections.Event{Seq: uint64(i + 1), Subject: line.Subject, Envelope: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ok := ix.Get("r1")
+	if !ok || got.Status != runtime.StatusPurged || got.EndedAs != runtime.StatusNeedsInput || got.Purged.IsZero() || got.SessionID != "s1" {
+		t.Fatalf("r1 from the recorded purge: %+v, %v", got, ok)
 	}
 }

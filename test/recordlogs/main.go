@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
 
@@ -52,14 +53,29 @@ func record(ctx context.Context, dir string) error {
 		return err
 	}
 	for _, sc := range scenarios() {
-		if err := recordOne(ctx, sc, filepath.Join(dir, sc.Name+".jsonl")); err != nil {
+		if err := recordOne(ctx, sc, filepath.Join(dir, sc.Name+".jsonl"), false); err != nil {
 			return fmt.Errorf("%s: %w", sc.Name, err)
 		}
+	}
+	if events.SchemaVersion < events.PurgeVersion {
+		return nil
+	}
+	// A purged session: what is left of one (its marker), in a directory
+	// of its own, since there is nothing left to re-drive.
+	purged := dir + "-purged"
+	if err := os.MkdirAll(purged, 0o755); err != nil {
+		return err
+	}
+	sc := scenarios()[3]
+	if err := recordOne(ctx, sc, filepath.Join(purged, sc.Name+".jsonl"), true); err != nil {
+		return fmt.Errorf("%s, purged: %w", sc.Name, err)
 	}
 	return nil
 }
 
-func recordOne(ctx context.Context, sc runtimetest.Scenario, path string) (err error) {
+// recordOne drives sc on a fresh server and writes the stream to path;
+// with purge, after the session's purge (as a node's retention makes it).
+func recordOne(ctx context.Context, sc runtimetest.Scenario, path string, purge bool) (err error) {
 	tmp, err := os.MkdirTemp("", "cairn-record-")
 	if err != nil {
 		return err
@@ -98,6 +114,11 @@ func recordOne(ctx context.Context, sc runtimetest.Scenario, path string) (err e
 	if _, err := h.Drive(5, nil); err != nil {
 		return fmt.Errorf("drive: %w", err)
 	}
+	if purge {
+		if err := purgeSession(ctx, store, "s1"); err != nil {
+			return err
+		}
+	}
 	js, err := njs.New(nc)
 	if err != nil {
 		return err
@@ -118,6 +139,9 @@ func recordOne(ctx context.Context, sc runtimetest.Scenario, path string) (err e
 	enc := json.NewEncoder(f)
 	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
 		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, njs.ErrMsgNotFound) && purge {
+			continue // purged
+		}
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
@@ -143,3 +167,21 @@ func (tb) Helper()                           {}
 func (tb) Logf(string, ...any)               {}
 func (tb) Fatal(args ...any)                 { panic(failure(fmt.Sprint(args...))) }
 func (tb) Fatalf(format string, args ...any) { panic(failure(fmt.Sprintf(format, args...))) }
+
+// purgeSession purges a session as the retention sweeper does: its
+// marker, fenced on its last sequence, then the rest.
+func purgeSession(ctx context.Context, store *jetstream.Store, session string) error {
+	sl, err := store.ReadSession(ctx, session)
+	if err != nil {
+		return err
+	}
+	if sl == nil {
+		return fmt.Errorf("purge: session %s has no events", session)
+	}
+	p := events.Purge{Runs: sl.Runs, Before: sl.Last, Events: sl.Events, Bytes: sl.Bytes, Objects: sl.Objects, Retention: (30 * 24 * time.Hour).String(), Holder: "recordlogs"}
+	marker, err := store.WritePurge(ctx, session, p, sl.LastTime.Add(30*24*time.Hour))
+	if err != nil {
+		return err
+	}
+	return store.FinishPurge(ctx, session, marker, p.Objects)
+}
