@@ -103,7 +103,9 @@ type harness struct {
 	hooks actors.Hooks
 	// maxRetries of a failed attempt; zero is the node's default.
 	maxRetries int
-	node       *actors.Node
+	// schemaLevel pins the schema version the node writes; zero: none.
+	schemaLevel int
+	node        *actors.Node
 }
 
 // start starts a node with a planner (subagent: worker) on the harness's
@@ -137,7 +139,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: idle, Logger: logger, Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
-		Clock: h.clock, Waits: h.waits, Hooks: h.hooks, MaxRetries: h.maxRetries,
+		Clock: h.clock, Waits: h.waits, Hooks: h.hooks, MaxRetries: h.maxRetries, SchemaLevel: h.schemaLevel,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -127,6 +127,12 @@ type Config struct {
 	// runs this node as a cluster of one (soloProvider). Store.Holder is
 	// set per member (its ID).
 	Cluster *ClusterConfig
+	// SchemaLevel caps the schema version this node writes (1 up to
+	// events.SchemaVersion; zero: no cap but the cluster's level). An
+	// operator pins it during an upgrade to keep a rollback to the build
+	// before possible, and raises it once the new build has proved
+	// itself (operations.md, Upgrades).
+	SchemaLevel int
 	// Hooks are called at fixed points of the node's work, for tests that
 	// need an interleaving to happen every time; the zero value calls none.
 	Hooks Hooks
@@ -312,9 +318,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		n.models[slug] = m
 	}
-	if cfg.Cluster != nil && cfg.Store.Schema == nil {
+	if cfg.SchemaLevel < 0 || cfg.SchemaLevel > events.SchemaVersion {
+		return nil, fmt.Errorf("actors: SchemaLevel %d: want 1 to %d (or 0: this build's)", cfg.SchemaLevel, events.SchemaVersion)
+	}
+	if (cfg.Cluster != nil || cfg.SchemaLevel > 0) && cfg.Store.Schema == nil {
 		// Every store of the node writes the cluster's level: the newest
-		// schema every member reads (a rolling upgrade runs two builds).
+		// schema every member reads (a rolling upgrade runs two builds),
+		// at most the pinned one.
 		cfg.Store.Schema = n.level
 		n.cfg.Store.Schema = n.level
 	}
@@ -415,18 +425,23 @@ func (n *Node) Unreadable(runID string) (string, bool) {
 	return v.(string), true
 }
 
-// level is the schema version a clustered node writes: its member's
-// provider's Level (cluster.Provider), 1 while it has no member (a reader
-// of any version reads it).
+// level is the schema version the node writes: its member's provider's
+// Level (cluster.Provider) when clustered, else this build's, at most
+// Config.SchemaLevel; 1 while it has no member (a reader of any version
+// reads it).
 func (n *Node) level() int {
 	m := n.current()
 	if m == nil {
 		return 1
 	}
+	level := events.SchemaVersion
 	if l, ok := m.provider.(interface{ Level() int }); ok {
-		return l.Level()
+		level = l.Level()
 	}
-	return events.SchemaVersion
+	if n.cfg.SchemaLevel > 0 {
+		level = min(level, n.cfg.SchemaLevel)
+	}
+	return level
 }
 
 // purgedBy reports whether last, the last event of a session, is the

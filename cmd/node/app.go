@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type nodeOptions struct {
 	// mcpServers is the file of MCP servers whose tools are capabilities
 	// (capabilities/mcp); empty means none.
 	mcpServers string
+	// schemaLevel caps the schema version the node writes (--schema-level;
+	// zero: this build's).
+	schemaLevel schemaLevel
 	// discover is how long to wait for capability services to answer at
 	// start; zero means 300ms with --nats and none with the embedded server
 	// (nothing else can be connected to it yet).
@@ -172,6 +176,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 		Capabilities: caps, BackendFor: route, Executors: executors,
 		Redactor: red, Sink: o.sink, Logger: o.logger,
 	}
+	cfg.SchemaLevel = int(o.schemaLevel)
 	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
 	cfg.Store.Keys = o.keys.ring
 	cfg.Store.Stream = o.stream
@@ -291,6 +296,26 @@ func (m *commitMode) Set(s string) error {
 
 // groupCommitFlag registers --group-commit on fs (CAIRN_GROUP_COMMIT
 // through parseFlags).
+// schemaLevel is --schema-level: the highest schema version the node
+// writes, 1 to this build's.
+type schemaLevel int
+
+func (l *schemaLevel) String() string {
+	if *l == 0 {
+		return strconv.Itoa(events.SchemaVersion)
+	}
+	return strconv.Itoa(int(*l))
+}
+
+func (l *schemaLevel) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > events.SchemaVersion {
+		return fmt.Errorf("%q: want a schema version from 1 to %d (this build's)", v, events.SchemaVersion)
+	}
+	*l = schemaLevel(n)
+	return nil
+}
+
 func groupCommitFlag(fs *flag.FlagSet, m *commitMode) {
 	fs.Var(m, "group-commit", "how commits are grouped: adaptive (one by one while few are in flight, atomic batches when many runs commit at once), single (one by one: any JetStream server), batch")
 }

@@ -56,10 +56,11 @@ func serveCmd(args []string, stderr io.Writer) int {
 	token := fs.String("token", "", "bearer token of the default principal")
 	fs.StringVar(&o.raw, "raw-principals", "", "comma-separated principals whose views of their own runs are not redacted (see docs/operations.md, Security)")
 	retentionFlags(fs, &o.retention, &o.retentionSweep)
+	fs.Var(&o.schemaLevel, "schema-level", "the highest schema version this node writes (default: this build's); pin it during an upgrade to keep a rollback to the build before possible")
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "stream", "retention", "retention-sweep"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "stream", "retention", "retention-sweep", "schema-level"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
