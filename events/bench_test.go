@@ -55,7 +55,7 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ev := events.NewRaw(events.CheckpointCommitted, "s1", "r1", cp.Revision, 1, at, events.CheckpointPayloadWith(data, on))
+			ev := events.NewCommit("s1", "r1", cp.Revision, 1, at, data, on)
 			if _, _, err := events.Encode(ev, "s1.r1.1.7"); err != nil {
 				b.Fatal(err)
 			}
@@ -72,14 +72,14 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ev := events.NewRaw(events.CheckpointCommitted, "s1", "r1", cp.Revision, 1, at, events.CheckpointPayloadWith(data, on))
+			ev := events.NewCommit("s1", "r1", cp.Revision, 1, at, data, on)
 			if _, _, err := events.Encode(ev, "s1.r1.1.7"); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	data, _ := json.Marshal(cp)
-	ev := events.NewRaw(events.CheckpointCommitted, "s1", "r1", cp.Revision, 1, at, events.CheckpointPayloadWith(data, on))
+	ev := events.NewCommit("s1", "r1", cp.Revision, 1, at, data, on)
 	b.Run("decode", func(b *testing.B) {
 		b.SetBytes(int64(len(ev.Data)))
 		b.ReportAllocs()

@@ -181,6 +181,18 @@ func NewRaw(t Type, sessionID, runID string, revision, epoch int64, at time.Time
 	return Envelope{Type: t, Version: 1, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}
 }
 
+// NewCommit builds a CheckpointCommitted envelope around a checkpoint
+// already encoded as JSON, on the listings on (CheckpointPayloadWith), at
+// the least version that reads it (VersionOf): 2 when it lists only the
+// calls it changed. A version 1 envelope around such a payload would be
+// read as listing the whole journal (version 1's reader, as its builds
+// did, ignores the later keys): build commits with this, not NewRaw.
+func NewCommit(sessionID, runID string, revision, epoch int64, at time.Time, checkpoint []byte, on Bases) Envelope {
+	e := NewRaw(CheckpointCommitted, sessionID, runID, revision, epoch, at, CheckpointPayloadWith(checkpoint, on))
+	e.Version = VersionOf(&Checkpoint{CallsBaseRev: on.CallsRev})
+	return e
+}
+
 // CheckpointPayload encodes the payload of CheckpointCommitted around a
 // checkpoint already encoded as JSON.
 func CheckpointPayload(checkpoint []byte) json.RawMessage {

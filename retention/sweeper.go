@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-agents/cairn/events"
@@ -72,10 +73,11 @@ type Config struct {
 // Sweeper purges the sessions whose retention ran out, one sweep per
 // Interval.
 type Sweeper struct {
-	cfg  Config
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	cfg     Config
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	started atomic.Bool
 
 	mu sync.Mutex
 	// unfinished are purges whose marker is written and whose rest is
@@ -130,8 +132,11 @@ func NewSweeper(cfg Config) (*Sweeper, error) {
 }
 
 // Start sweeps every Interval until Close; it does nothing when every
-// session is kept forever.
+// session is kept forever, or when called again.
 func (w *Sweeper) Start() {
+	if !w.started.CompareAndSwap(false, true) {
+		return
+	}
 	if w.cfg.Policy.Shortest() == 0 {
 		close(w.done)
 		return
@@ -170,6 +175,9 @@ func (w *Sweeper) Start() {
 // done).
 func (w *Sweeper) Close(ctx context.Context) error {
 	w.once.Do(func() { close(w.stop) })
+	if w.started.CompareAndSwap(false, true) { // never started: nothing runs
+		close(w.done)
+	}
 	select {
 	case <-w.done:
 		return nil
@@ -195,7 +203,10 @@ func (w *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// The candidates come from the index: at a node's start it is still
 	// being rebuilt from the log, and the purged sessions it lists are
 	// those whose markers it has read so far.
-	if err := w.cfg.Index.CatchUp(ctx); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, max(w.cfg.Interval, time.Minute))
+	err := w.cfg.Index.CatchUp(cctx)
+	cancel()
+	if err != nil {
 		return rep, fmt.Errorf("retention: the run index did not catch up: %w", err)
 	}
 	finish, audit := w.toFinish()
@@ -320,6 +331,7 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 	v := Decide(facts, w.cfg.Policy, now)
 	switch v.Action {
 	case Keep:
+		w.finished(s) // not purged: nothing to finish
 		log.Debug("retention: kept", "why", v.Why)
 		next := now.Add(keepFor * w.cfg.Interval)
 		if v.Due.After(now) {
@@ -329,10 +341,13 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 		w.later[s] = next
 		w.mu.Unlock()
 	case Finish:
-		if sl.Events == 1 && len(sl.Purge.Objects) == 0 { // the marker alone: nothing left
+		if sl.Events == 1 { // the marker alone: the rest, objects and entries, went before the events
 			w.finished(s)
 			return
 		}
+		w.mu.Lock()
+		w.unfinished[s] = true // found by an audit: tried again next sweep until done
+		w.mu.Unlock()
 		if err := w.finish(ctx, s, sl.Purge.Runs, sl.PurgeSeq, sl.Purge.Objects); err != nil {
 			fail("finishing the purge failed", err)
 			return
@@ -342,8 +357,15 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 	case Purge:
 		p := events.Purge{Runs: sl.Runs, Before: sl.Last, Events: sl.Events, Bytes: sl.Bytes, Objects: sl.Objects,
 			Retention: v.Retention.String(), Holder: w.cfg.Holder}
+		// Until the rest is removed the session is unfinished: also when
+		// the marker's write fails with an unknown outcome (it may be
+		// stored), the next sweep reads the session and decides again.
+		w.mu.Lock()
+		w.unfinished[s] = true
+		w.mu.Unlock()
 		seq, err := w.cfg.Store.WritePurge(ctx, s, p, now)
 		if errors.Is(err, runtime.ErrConflict) {
+			w.finished(s)
 			log.Info("retention: the session moved on while it was read; kept", "err", err)
 			return
 		}
@@ -351,9 +373,6 @@ func (w *Sweeper) one(ctx context.Context, s string, rep *Report) {
 			fail("writing the purge marker failed", err)
 			return
 		}
-		w.mu.Lock()
-		w.unfinished[s] = true
-		w.mu.Unlock()
 		// The marker is written: the rest is removed even while the
 		// Sweeper closes (within finishTimeout), rather than left to the
 		// audit of the node's next start.
@@ -382,7 +401,8 @@ const keepFor = 10
 const finishTimeout = 30 * time.Second
 
 // finish removes what a purge left of session s: the node's entries for
-// its runs, then the log's events below the marker and the objects.
+// its runs, then the objects, then the log's events below the marker (so
+// a marker alone in the log means nothing is left).
 func (w *Sweeper) finish(ctx context.Context, s string, runs []events.PurgedRun, marker uint64, objects []string) error {
 	if w.cfg.Forget != nil {
 		if err := w.cfg.Forget(ctx, s, runs); err != nil {

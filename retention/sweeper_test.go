@@ -75,12 +75,13 @@ func (f *fakeLog) FinishPurge(_ context.Context, id string, marker uint64, objec
 	if s.PurgeSeq != marker {
 		return fmt.Errorf("finish %s at %d: the marker is at %d", id, marker, s.PurgeSeq)
 	}
-	s.Events = 1
+	// The objects first, then the events, as the store does.
 	if f.failObjects > 0 {
 		f.failObjects--
 		return errors.New("the object store is out")
 	}
 	s.Objects = nil
+	s.Events = 1
 	f.calls = append(f.calls, fmt.Sprintf("finish %s %v", id, objects))
 	return nil
 }
@@ -303,22 +304,55 @@ func TestNewSweeperRefusesBadConfig(t *testing.T) {
 	}
 }
 
-// The objects of a purge whose events were removed but whose objects were
-// not are removed by the next sweep (before, the marker alone left meant
-// done, and the objects stayed).
-func TestSweepRemovesObjectsLeftBehind(t *testing.T) {
+// A purge whose objects could not be removed is finished by the next
+// sweep, also when the audit found it (after a restart) and failed again;
+// and once done, an audit finds nothing to do (the marker alone means
+// nothing is left), however often it runs.
+func TestSweepFinishesWhatAnAuditFinds(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	log := newFakeLog()
 	log.add("s", t0, done("r1", t0))
-	log.failObjects = 1
+	log.failObjects = 2
 	now := t0.Add(2 * time.Hour)
 	w, _ := sweeper(t, log, &now, nil)
-	if rep, _ := w.Sweep(context.Background()); rep.Failed != 1 || log.sessions["s"].Events != 1 || len(log.sessions["s"].Objects) != 1 {
-		t.Fatalf("Sweep = %+v, session %+v; want its events removed and its object left", rep, log.sessions["s"])
+	if rep, _ := w.Sweep(context.Background()); rep.Failed != 1 || log.sessions["s"].Events != 3 || len(log.sessions["s"].Objects) != 1 {
+		t.Fatalf("Sweep = %+v, session %+v; want the marker written, nothing removed", rep, log.sessions["s"])
 	}
-	w, _ = sweeper(t, log, &now, nil) // and after a restart too
-	if rep, _ := w.Sweep(context.Background()); rep.Finished != 1 || len(log.sessions["s"].Objects) != 0 {
-		t.Fatalf("next Sweep = %+v, session %+v; want the object removed", rep, log.sessions["s"])
+	w, forgot := sweeper(t, log, &now, nil) // a restart: its audit finds the purge, and fails once more
+	if rep, _ := w.Sweep(context.Background()); rep.Failed != 1 {
+		t.Fatalf("the audit's Sweep = %+v; want the finish failed again", rep)
+	}
+	if rep, _ := w.Sweep(context.Background()); rep.Finished != 1 || len(log.sessions["s"].Objects) != 0 || log.sessions["s"].Events != 1 {
+		t.Fatalf("next Sweep = %+v, session %+v; want the purge finished", rep, log.sessions["s"])
+	}
+	calls := len(log.calls)
+	for range 3 { // restarts: each audits, none redoes anything
+		w, forgot = sweeper(t, log, &now, nil)
+		if rep, _ := w.Sweep(context.Background()); rep != (Report{}) {
+			t.Fatalf("an audit after the purge finished = %+v; want nothing done", rep)
+		}
+	}
+	if len(log.calls) != calls || len(*forgot) != 0 {
+		t.Fatalf("after the purge finished: calls %q, forgot %q; want nothing more", log.calls[calls:], *forgot)
+	}
+}
+
+// A Sweeper closed before it started, or started twice, neither hangs
+// nor panics.
+func TestSweeperCloseWithoutStart(t *testing.T) {
+	now := time.Now()
+	w, _ := sweeper(t, newFakeLog(), &now, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("Close before Start: %v", err)
+	}
+	w.Start() // after Close: nothing runs
+	w2, _ := sweeper(t, newFakeLog(), &now, func(c *Config) { c.Policy = Policy{} })
+	w2.Start()
+	w2.Start()
+	if err := w2.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }
 

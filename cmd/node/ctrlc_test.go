@@ -129,7 +129,7 @@ func ctrlC(t *testing.T, twice bool) {
 	// The script's result is committed when the node drained, and only
 	// then; stopped, the resumed run was told its effect is unknown.
 	if committed := strings.Contains(replayed.String(), `result     {"result":1}`); committed == twice {
-		t.Fatalf("the script's result committed: %v, want %v:\n%s", committed, !twice, replayed.String())
+		t.Fatalf("the script's result committed: %v, want %v:\n%s\nthe node printed:\n%s", committed, !twice, replayed.String(), all)
 	}
 	if twice && !strings.Contains(printed.String(), "stopping now") {
 		t.Fatalf("the second Ctrl-C was not heard:\n%s", all)

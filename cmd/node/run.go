@@ -119,6 +119,12 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// asked is closed once the node has said that Ctrl-C again stops it:
+	// an interrupt before that is the first one reaching the node again
+	// (seen under load: two SIGINTs in the same millisecond from one
+	// kill(-pgid), while a JavaScript worker was being started), not a
+	// second keystroke.
+	asked := make(chan struct{})
 	go func() {
 		for n := 1; ; n++ {
 			select {
@@ -128,6 +134,12 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 			}
 			if n == 1 {
 				interrupt()
+				continue
+			}
+			select {
+			case <-asked:
+			default:
+				n--
 				continue
 			}
 			p.say("stopping now")
@@ -169,6 +181,7 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	st, reply, err := node.Result(ctx, sessionID, runID)
 	if ctx.Err() != nil {
 		p.say("\ninterrupted: the run stops at its next commit (in %s at most); Ctrl-C again stops it now", actors.DefaultDrainTimeout)
+		close(asked)
 		a.close(drain)
 		return &interruptedError{run: runID}
 	}

@@ -161,16 +161,16 @@ func (s *Store) WritePurge(ctx context.Context, sessionID string, p events.Purge
 	return seq, nil
 }
 
-// FinishPurge removes every event of a session below its purge marker at
-// sequence marker, then the objects its events referenced. Each step may
-// be done again: a purge that stopped half way is finished by calling it
-// again with the marker's own payload.
+// FinishPurge removes the objects a session's events referenced, then
+// every event of the session below its purge marker at sequence marker.
+// Each step may be done again: a purge that stopped half way is finished
+// by calling it again with the marker's own payload. The objects go
+// first, so that a session whose marker is alone in the log has nothing
+// left anywhere (a reader racing the purge may meet a payload gone before
+// its event: the session is being purged).
 func (s *Store) FinishPurge(ctx context.Context, sessionID string, marker uint64, objects []string) error {
 	if marker == 0 {
 		return fmt.Errorf("jetstream: finish purge of session %s: no marker", sessionID)
-	}
-	if err := s.PurgeSubject(ctx, events.SessionAll(sessionID), marker); err != nil {
-		return fmt.Errorf("jetstream: finish purge of session %s: %w", sessionID, err)
 	}
 	for _, key := range objects {
 		dctx, cancel := context.WithTimeout(ctx, blobTimeout)
@@ -179,6 +179,9 @@ func (s *Store) FinishPurge(ctx context.Context, sessionID string, marker uint64
 		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			return fmt.Errorf("jetstream: finish purge of session %s: object %s: %w", sessionID, key, err)
 		}
+	}
+	if err := s.PurgeSubject(ctx, events.SessionAll(sessionID), marker); err != nil {
+		return fmt.Errorf("jetstream: finish purge of session %s: %w", sessionID, err)
 	}
 	return nil
 }

@@ -837,8 +837,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 			return fmt.Errorf("jetstream: save run %s rev %d: append[%d]: message %s already in the window: %w", h.run, cp.Revision, i, m.ID, runtime.ErrConflict)
 		}
 	}
-	ev := events.NewRaw(events.CheckpointCommitted, h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), events.CheckpointPayloadWith(b, on))
-	ev.Version = events.VersionOf(&events.Checkpoint{CallsBaseRev: on.CallsRev}) // 2 when it lists changes only
+	ev := events.NewCommit(h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), b, on) // version 2 when it lists changes only
 	sum := sha256.Sum256(b)
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
