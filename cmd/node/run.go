@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
@@ -103,6 +104,10 @@ type runOptions struct {
 	stream                                   string
 }
 
+// sameKeystroke is how long after the first interrupt another counts as
+// the same one (delivered twice), not a second keystroke.
+const sameKeystroke = 100 * time.Millisecond
+
 type interruptedError struct{ run string }
 
 func (e *interruptedError) Error() string { return "interrupted" }
@@ -119,11 +124,13 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	// asked is closed once the node has said that Ctrl-C again stops it:
-	// an interrupt before that is the first one reaching the node again
-	// (seen under load: two SIGINTs in the same millisecond from one
-	// kill(-pgid), while a JavaScript worker was being started), not a
-	// second keystroke.
+	// asked is closed once the node has said that Ctrl-C again stops it,
+	// sameKeystroke after the first: an interrupt before that is the
+	// first one reaching the node again, not a second keystroke. Seen
+	// under load: one kill(-pgid) arriving while a JavaScript worker was
+	// being started (its child, before it leaves the node's process
+	// group, is a second receiver) was told to the node twice, 200 µs
+	// apart, and stopped the drain the first asked for.
 	asked := make(chan struct{})
 	go func() {
 		for n := 1; ; n++ {
@@ -180,8 +187,19 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	}
 	st, reply, err := node.Result(ctx, sessionID, runID)
 	if ctx.Err() != nil {
-		p.say("\ninterrupted: the run stops at its next commit (in %s at most); Ctrl-C again stops it now", actors.DefaultDrainTimeout)
-		close(asked)
+		p.say("\ninterrupted: the run stops at its next commit (in %s at most)", actors.DefaultDrainTimeout)
+		go func() {
+			// An interrupt that reaches the node again comes within
+			// microseconds; a second keystroke is counted from here.
+			t := time.NewTimer(sameKeystroke)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				close(asked) // before it is said: a second one may follow at once
+				p.say("Ctrl-C again stops it now")
+			case <-drain.Done():
+			}
+		}()
 		a.close(drain)
 		return &interruptedError{run: runID}
 	}
