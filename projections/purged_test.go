@@ -20,15 +20,7 @@ import (
 // descendant drawing on its root's budget) is still active.
 func TestRunIndexPurgedAndFinished(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	seq := uint64(0)
-	ev := func(subject string, e events.Envelope, err error) projections.Event {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq++
-		return projections.Event{Seq: seq, Subject: subject, Envelope: e}
-	}
+	ev, seqOf := sequencer(t)
 	create := func(s, r, parent, root string, at time.Time) projections.Event {
 		e, err := events.New(events.RunCreated, s, r, 0, 0, at, events.Run{RunID: r, SessionID: s, Agent: "a", Owner: "alice", ParentRunID: parent, RootRunID: root})
 		return ev(events.RunCreatedSubject(s, r), e, err)
@@ -38,7 +30,7 @@ func TestRunIndexPurgedAndFinished(t *testing.T) {
 		return ev(events.RunEndedSubject(s, r), e, err)
 	}
 	marker := func(s string, at time.Time, runs ...events.PurgedRun) projections.Event {
-		e, err := events.New(events.SessionPurged, s, "", 0, 0, at, events.Purge{Runs: runs, Before: seq, Retention: "1h0m0s"})
+		e, err := events.New(events.SessionPurged, s, "", 0, 0, at, events.Purge{Runs: runs, Before: seqOf(), Retention: "1h0m0s"})
 		e.Version = events.PurgeVersion
 		return ev(events.SessionPurgedSubject(s), e, err)
 	}

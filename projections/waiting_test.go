@@ -16,15 +16,7 @@ import (
 // done) is no wait. Before, a parked run read running.
 func TestRunIndexShowsWaiting(t *testing.T) {
 	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	seq := uint64(0)
-	ev := func(subject string, e events.Envelope, err error) projections.Event {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq++
-		return projections.Event{Seq: seq, Subject: subject, Envelope: e}
-	}
+	ev, _ := sequencer(t)
 	commit := func(rev int64, done bool, cp runtime.Checkpoint) projections.Event {
 		cp.Revision = rev
 		e, err := events.New(events.CheckpointCommitted, "s1", "r1", rev, 1, at, events.Checkpoint{Checkpoint: cp})
@@ -59,4 +51,19 @@ func TestRunIndexShowsWaiting(t *testing.T) {
 	if c := ix.Counts(); c[runtime.StatusCompleted] != 1 || c[runtime.StatusWaiting] != 0 {
 		t.Fatalf("counts %v", c)
 	}
+}
+
+// sequencer numbers the events a test builds: ev makes one from what
+// events.New returned (failing the test on its error) at the next
+// sequence, and last is the last sequence given.
+func sequencer(t *testing.T) (ev func(subject string, e events.Envelope, err error) projections.Event, last func() uint64) {
+	seq := uint64(0)
+	return func(subject string, e events.Envelope, err error) projections.Event {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		return projections.Event{Seq: seq, Subject: subject, Envelope: e}
+	}, func() uint64 { return seq }
 }
