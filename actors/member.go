@@ -307,11 +307,11 @@ func (m *member) stop(graceful bool) {
 // run is the member's life: sweep once it sees itself in the topology,
 // again on every topology change that lost a member and every
 // SweepInterval (cluster mode); start over as a new member when expelled.
-func (n *Node) run(m *member) {
-	var expelled <-chan struct{}
-	if e, ok := m.provider.(Expeller); ok {
-		expelled = e.Expelled()
-	}
+//
+// expelled is m's provider's (expelledOf), read by the caller before the
+// goroutine starts: the provider is m's from its start, and run reads
+// nothing of it after.
+func (n *Node) run(m *member, expelled <-chan struct{}) {
 	var tick <-chan time.Time
 	if n.cfg.Cluster != nil {
 		t := n.cfg.Clock.NewTicker(n.sweepInterval())
@@ -407,7 +407,7 @@ func (n *Node) rejoin(old *member) {
 			n.member = m
 			n.mu.Unlock()
 			n.logger.Info("actors: joined the cluster again", "member", m.id, "was", old.id)
-			go n.run(m)
+			go n.run(m, expelledOf(m.provider))
 			return
 		}
 		n.logger.Warn("actors: rejoin failed; retrying", "err", err, "in", delay)
@@ -586,3 +586,12 @@ func (n *Node) purgeStale(ctx context.Context, markers []staleMarker) {
 // unleasedGrace is how long a created run may go without a lease before a
 // sweep wakes it.
 const unleasedGrace = 15 * time.Second
+
+// expelledOf is the channel a provider closes when it expels its member
+// (Expeller); nil when it never does.
+func expelledOf(p cluster.ClusterProvider) <-chan struct{} {
+	if e, ok := p.(Expeller); ok {
+		return e.Expelled()
+	}
+	return nil
+}

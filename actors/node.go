@@ -408,7 +408,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.shutdown()
 		return nil, err
 	}
-	go n.run(m)
+	go n.run(m, expelledOf(m.provider))
 	return n, nil
 }
 
