@@ -126,19 +126,23 @@ func TestRunPageAnswersAndShowsCancellation(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/runs/"+hung+"#token=alice-token")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, `!document.getElementById("error").hidden && document.querySelector("#timeline .kind-ended") !== null`)
-		errText, err := chromedp.Run(ctx, chromedp.Text("#error"))
+		waitFor(t, ctx, `!document.getElementById("error").hidden && document.querySelector("#timeline .kind-ended") !== null &&
+			/: cancelled$/.test((document.querySelector("#timeline .kind-attempt") || {}).textContent || "")`)
+		// Read in one turn of the page's script: a render (each event of
+		// the stream, then its end, refreshes the page) may replace the
+		// timeline between separate reads (an attempt read "" under load).
+		type view struct {
+			Err     string `json:"err"`
+			Ended   int    `json:"ended"`
+			Attempt string `json:"attempt"`
+		}
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[view](`({err: document.getElementById("error").textContent,
+			ended: document.querySelectorAll("#timeline .kind-ended").length,
+			attempt: (document.querySelector("#timeline .kind-attempt") || {}).textContent || ""})`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ended, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline .kind-ended").length`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		attempt, err := chromedp.Run(ctx, chromedp.Text("#timeline .kind-attempt"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		errText, ended, attempt := v.Err, v.Ended, v.Attempt
 		shot(t, ctx, "cairn-run-cancelled.png")
 		if !strings.HasPrefix(errText, "cancelled: ") || ended != 1 || !strings.HasSuffix(attempt, ": cancelled") {
 			t.Fatalf("error box %q, %d end entries, attempt %q: want the cancellation, one end, the attempt cancelled", errText, ended, attempt)
