@@ -106,7 +106,7 @@ type runOptions struct {
 
 // sameKeystroke is how long after the first interrupt another counts as
 // the same one (delivered twice), not a second keystroke.
-const sameKeystroke = 100 * time.Millisecond
+const sameKeystroke = 300 * time.Millisecond
 
 type interruptedError struct{ run string }
 
