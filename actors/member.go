@@ -443,16 +443,13 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 			return err
 		}
 	}
-	m.mu.Lock()
-	members := make([]sweep.Member, 0, len(m.members))
-	live := make(map[string]bool, len(m.members))
-	for id, mem := range m.members {
-		members = append(members, sweep.Member{ID: id, Addr: mem.Address()})
-		live[id] = true
-	}
-	m.mu.Unlock()
-	if !live[m.id] {
+	members, in := m.topology()
+	if !in {
 		return nil // not in the topology (yet): others own everything
+	}
+	live := make(map[string]bool, len(members))
+	for _, mem := range members {
+		live[mem.ID] = true
 	}
 	place := sweep.Place(members)
 	var mine []activeEntry
@@ -594,4 +591,17 @@ func expelledOf(p cluster.ClusterProvider) <-chan struct{} {
 		return e.Expelled()
 	}
 	return nil
+}
+
+// topology is the topology protoactor-go published last, as sweep
+// places identities on it, and whether this member is in it.
+func (m *member) topology() (members []sweep.Member, in bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	members = make([]sweep.Member, 0, len(m.members))
+	for id, mem := range m.members {
+		members = append(members, sweep.Member{ID: id, Addr: mem.Address()})
+	}
+	_, in = m.members[m.id]
+	return members, in
 }

@@ -463,17 +463,8 @@ func (n *Node) Owns(sessionID string) bool {
 	if m == nil {
 		return false
 	}
-	m.mu.Lock()
-	members := make([]sweep.Member, 0, len(m.members))
-	for id, mem := range m.members {
-		members = append(members, sweep.Member{ID: id, Addr: mem.Address()})
-	}
-	_, in := m.members[m.id]
-	m.mu.Unlock()
-	if !in {
-		return false
-	}
-	return sweep.Place(members).Owner(sessionID) == m.addr
+	members, in := m.topology()
+	return in && sweep.Place(members).Owner(sessionID) == m.addr
 }
 
 // Topology identifies this member's current view of the cluster: it
@@ -484,16 +475,14 @@ func (n *Node) Topology() uint64 {
 	if m == nil {
 		return 0
 	}
-	m.mu.Lock()
-	ids := make([]string, 0, len(m.members)+1)
-	ids = append(ids, m.id)
-	for id := range m.members {
-		ids = append(ids, id)
+	members, _ := m.topology()
+	ids := make([]string, len(members))
+	for i, mem := range members {
+		ids[i] = mem.ID
 	}
-	m.mu.Unlock()
-	slices.Sort(ids[1:])
+	slices.Sort(ids)
 	h := fnv.New64a()
-	for _, id := range ids {
+	for _, id := range append([]string{m.id}, ids...) {
 		h.Write([]byte(id))
 		h.Write([]byte{0})
 	}
