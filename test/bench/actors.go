@@ -41,6 +41,8 @@ type nodeSetup struct {
 	sink                  func(events.Run, runtime.SinkEvent)
 	idle                  time.Duration
 	store                 jetstream.Config
+	// executors wraps the executor factory (nil: the in-process one as is).
+	executors func(runtime.ExecutorFactory) runtime.ExecutorFactory
 }
 
 func (ns nodeSetup) start(ctx context.Context, nc *nats.Conn) (*actors.Node, error) {
@@ -60,6 +62,10 @@ func (ns nodeSetup) start(ctx context.Context, nc *nats.Conn) (*actors.Node, err
 			agents = append(agents, a)
 		}
 	}
+	var factory runtime.ExecutorFactory = exec
+	if ns.executors != nil {
+		factory = ns.executors(exec)
+	}
 	idle := ns.idle
 	if idle == 0 {
 		idle = 30 * time.Second
@@ -67,7 +73,7 @@ func (ns nodeSetup) start(ctx context.Context, nc *nats.Conn) (*actors.Node, err
 	return actors.Start(ctx, actors.Config{
 		Conn: nc, Store: ns.store, Agents: agents,
 		Model:   func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
-		Backend: &runtimetest.Backend{}, Executors: exec, Redactor: runtime.Secrets{},
+		Backend: &runtimetest.Backend{}, Executors: factory, Redactor: runtime.Secrets{},
 		Sink: ns.sink, IdleTimeout: idle,
 	})
 }
@@ -114,7 +120,11 @@ type calcNode struct {
 	node                             *actors.Node
 	nc                               *nats.Conn
 	commits, batchedCommits, batches atomic.Int64
-	done                             func()
+	// steps counts run_js executions, and gaps keeps the time between a
+	// run's consecutive ones (the peers' step latency, P1).
+	steps atomic.Int64
+	gaps  gapLog
+	done  func()
 }
 
 const calcCalls = 10 // run_js calls per calc run, plus complete
@@ -125,7 +135,7 @@ func startCalcNode(ctx context.Context, gc jetstream.GroupCommit) (*calcNode, er
 		return nil, err
 	}
 	c := &calcNode{nc: nc}
-	c.node, err = nodeSetup{calc: calcSteps(calcCalls), store: jetstream.Config{GroupCommit: gc,
+	c.node, err = nodeSetup{calc: calcSteps(calcCalls), executors: c.timed, store: jetstream.Config{GroupCommit: gc,
 		OnCommit: func(ev jetstream.CommitEvent) {
 			if ev.Err == nil {
 				c.commits.Add(1)

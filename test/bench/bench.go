@@ -79,7 +79,7 @@ func main() {
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
 	runD := flag.Duration("run-d", 16*time.Second, "duration of each measurement of B3 and B3gc (whole runs; slices of a quarter)")
-	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8,W1,W2", "scenarios to run")
+	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8,W1,W2,P1", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
@@ -240,6 +240,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 		}
 		rows = append(rows, r...)
 	}
+	if cfg.scenarios["P1"] {
+		r, err := p1(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
 	if cfg.scenarios["W2"] {
 		r, err := w2(ctx, cfg)
 		if err != nil {
@@ -363,6 +370,9 @@ func (l *loader) phase(d time.Duration) error {
 	}
 	return firstErr
 }
+
+// ops is how many operations completed over every phase.
+func (l *loader) ops() int { return len(l.lat) }
 
 func (l *loader) stats() (stats, error) {
 	if len(l.lat) == 0 {

@@ -25,18 +25,18 @@ func TestMain(m *testing.M) {
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
 	all := map[string]bool{}
-	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1", "W2"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1", "W2", "P1"} {
 		all[s] = true
 	}
 	rows, err := run(context.Background(), smokeConfig(all))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// B1, B1gc, B1s, B2, B3, B3gc, B6 and W1 have two rows each (writers
-	// 1 and 4; sync modes; two scripts; 1 and 64 runs), B4, B5, B7 and
-	// B8 one; W2 four (two shapes, two stores).
-	if len(rows) != 24 {
-		t.Fatalf("%d rows, want 24", len(rows))
+	// B1, B1gc, B1s, B2, B3, B3gc, B6, W1 and P1 have two rows each
+	// (writers 1 and 4; sync modes; two scripts; 1 and 64 runs), B4, B5,
+	// B7 and B8 one; W2 four (two shapes, two stores).
+	if len(rows) != 26 {
+		t.Fatalf("%d rows, want 26", len(rows))
 	}
 	var b strings.Builder
 	print(&b, rows)
@@ -53,7 +53,7 @@ func TestSmoke(t *testing.T) {
 // The sizes are modest (a benchmark run should take minutes, not an
 // hour); the harness (go run ./test/bench) makes the README's table.
 func BenchmarkScenarios(b *testing.B) {
-	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "P1"} {
 		b.Run(s, func(b *testing.B) {
 			cfg := config{duration: time.Second, runDuration: 8 * time.Second, reps: 1, writers: []int{1, 64}, scenarios: map[string]bool{s: true},
 				parked: []int{1000}, chain: 10, b8Runs: 200, b8Events: 100, b7Runs: 500}
