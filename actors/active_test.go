@@ -148,7 +148,7 @@ func awaitGone(t *testing.T, kv jetstream.KeyValue, key string) bool {
 // runs a planner with three children to its completion.
 func threeChildrenDone(t *testing.T, nc *nats.Conn) (n *actors.Node, sess, run string) {
 	t.Helper()
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}}
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{}, activeKV: true}
 	return h.finish(t, "Do three things.")
 }
 
@@ -188,7 +188,7 @@ func TestChildEndingWhileTrackedLeavesTheActiveSet(t *testing.T) {
 		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`)),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
 	}}
-	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}, hooks: actors.Hooks{Tracked: tracked}}
+	h := &harness{nc: nc, parent: parent, child: childModel{g: &gate{}}, hooks: actors.Hooks{Tracked: tracked}, activeKV: true}
 	n = h.start(t)
 	t.Cleanup(func() { closeNode(t, n) })
 	sess, run, err := n.Run(ctx, "planner", "Spawn one.")

@@ -105,6 +105,8 @@ type harness struct {
 	maxRetries int
 	// schemaLevel pins the schema version the node writes; zero: none.
 	schemaLevel int
+	// activeKV makes the node write the earlier builds' active set too.
+	activeKV bool
 	node        *actors.Node
 }
 
@@ -123,7 +125,7 @@ func (h *harness) start(t testing.TB) *actors.Node {
 	if h.log != nil {
 		logger = slog.New(h.log)
 	}
-	n, err := actors.Start(context.Background(), actors.Config{
+	cfg := actors.Config{
 		Conn: h.nc,
 		Agents: []actors.Agent{
 			{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan.", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
@@ -140,7 +142,11 @@ func (h *harness) start(t testing.TB) *actors.Node {
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: idle, Logger: logger, Sink: h.sink, Store: cjs.Config{GroupCommit: h.gc},
 		Clock: h.clock, Waits: h.waits, Hooks: h.hooks, MaxRetries: h.maxRetries, SchemaLevel: h.schemaLevel,
-	})
+	}
+	if h.activeKV {
+		cfg = actors.WithActiveKV(cfg)
+	}
+	n, err := actors.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -261,6 +261,11 @@ func (n *Node) wakeUnknownCreation(err error, sessionID, runID string) {
 		return // refused: no record will land
 	}
 	n.wake(sessionID, runID, lifecycle.ReasonStarted)
+	// Outside the earlier builds' active set (activeKV), nothing keeps the
+	// run waiting for its record: the index wakes it when it lands.
+	if !n.actives.await(sessionID, runID, func() { n.wake(sessionID, runID, lifecycle.ReasonStarted) }) {
+		n.logger.Warn("actors: too many starts of unknown outcome awaited; a sweep will find this one if its record lands", "run", runID, "session", sessionID)
+	}
 }
 
 // admit puts a run the API starts in the active set, before its record is

@@ -106,7 +106,7 @@ func TestRunWithNoRecordWaitsOutTheGrace(t *testing.T) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
 	clock := &offsetClock{}
-	n := startInternal(t, nc, clock)
+	n := startInternal(t, nc, clock, func(c *Config) { c.activeKV = true })
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(ctx, activeBucket)
 	if err != nil {
@@ -172,7 +172,7 @@ func TestSettleUnrecordedTwiceAtOnce(t *testing.T) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
 	clock := &offsetClock{}
-	n := startInternal(t, nc, clock)
+	n := startInternal(t, nc, clock, func(c *Config) { c.activeKV = true })
 	const entries = 16
 	var runs [entries][2]string
 	for i := range runs {
@@ -222,7 +222,7 @@ func TestNodeClockAheadKeepsAYoungEntry(t *testing.T) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
 	clock := &offsetClock{}
-	n := startInternal(t, nc, clock)
+	n := startInternal(t, nc, clock, func(c *Config) { c.activeKV = true })
 	n.serverClock = n.serverNow // the server's clock does not move
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(ctx, activeBucket)

@@ -41,6 +41,13 @@ func (h held) Generate(ctx context.Context, req model.Request) (*model.Response,
 // which answer at once unless m is given) and the given clock and hooks.
 func admissionNode(t *testing.T, nc *nats.Conn, m model.Model, now func() time.Time, hooks actors.Hooks) *actors.Node {
 	t.Helper()
+	return admissionNodeOf(t, nc, m, now, hooks, false)
+}
+
+// admissionNodeOf is admissionNode, writing the earlier builds' active
+// set too when activeKV.
+func admissionNodeOf(t *testing.T, nc *nats.Conn, m model.Model, now func() time.Time, hooks actors.Hooks, activeKV bool) *actors.Node {
+	t.Helper()
 	if m == nil {
 		release := make(chan struct{})
 		close(release)
@@ -50,12 +57,16 @@ func admissionNode(t *testing.T, nc *nats.Conn, m model.Model, now func() time.T
 		return actors.Agent{Definition: runtime.AgentDefinition{Slug: slug, Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
 			Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 10}}
 	}
-	n, err := actors.Start(context.Background(), actors.Config{
+	cfg := actors.Config{
 		Conn: nc, Agents: []actors.Agent{def("a"), def("b")},
 		Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: 2 * time.Second, Logger: testLogger(t), Now: now, Hooks: hooks,
-	})
+	}
+	if activeKV {
+		cfg = actors.WithActiveKV(cfg)
+	}
+	n, err := actors.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,12 +200,12 @@ func TestCrashBetweenTrackingAndCreation(t *testing.T) {
 	sessR, runR := actors.KeyedIDs(retried.Owner, retried.IdempotencyKey)
 	sessA, runA := actors.KeyedIDs(abandoned.Owner, abandoned.IdempotencyKey)
 	var crashedR atomic.Bool
-	n := admissionNode(t, nc, nil, nil, actors.Hooks{Admitted: func(_, run string) error {
+	n := admissionNodeOf(t, nc, nil, nil, actors.Hooks{Admitted: func(_, run string) error {
 		if run == runA || (run == runR && crashedR.CompareAndSwap(false, true)) {
 			return errCrash
 		}
 		return nil
-	}})
+	}}, true)
 	for _, req := range []actors.StartRequest{retried, abandoned} {
 		if _, err := n.StartRun(ctx, req); !errors.Is(err, errCrash) {
 			t.Fatalf("start %s: %v; want it to die after the admission", req.IdempotencyKey, err)
@@ -242,7 +253,7 @@ func TestCrashBetweenTrackingAndCreation(t *testing.T) {
 func TestStartRefusedWhileTheActiveSetRefuses(t *testing.T) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
-	n := admissionNode(t, nc, nil, nil, actors.Hooks{})
+	n := admissionNodeOf(t, nc, nil, nil, actors.Hooks{}, true)
 	sess, run, err := n.Run(ctx, "a", "first")
 	if err != nil {
 		t.Fatal(err)

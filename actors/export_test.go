@@ -16,3 +16,11 @@ func (n *Node) OnActorStopped(f func(identity string)) (unsubscribe func()) {
 	})
 	return func() { es.Unsubscribe(sub) }
 }
+
+// WithActiveKV returns cfg for a node that also writes the active set of
+// earlier builds (bucket cairn_active), as a node does while one of their
+// members is in its cluster: the tests of that set run against it.
+func WithActiveKV(cfg Config) Config {
+	cfg.activeKV = true
+	return cfg
+}

@@ -452,7 +452,26 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 		live[mem.ID] = true
 	}
 	place := sweep.Place(members)
+	// The active set is the log's (activeindex.go), once the index has
+	// read the log as it stood when the node started; until then no
+	// sweep can tell which runs are active.
+	select {
+	case <-n.actives.ready:
+	case <-ctx.Done():
+		return fmt.Errorf("actors: sweep: the active set is still reading the log: %w", ctx.Err())
+	}
 	var mine []activeEntry
+	seen := map[string]bool{}
+	fromLog, _ := n.actives.active()
+	for _, a := range fromLog {
+		id := identity(a.session, a.run)
+		seen[id] = true
+		if place.Owner(id) == m.addr {
+			mine = append(mine, a)
+		}
+	}
+	// And the earlier builds' set: runs admitted by a member of one whose
+	// record is not written yet, and entries left behind.
 	var stale []staleMarker
 	err = n.activeW.scan(ctx, "", func(run string, value []byte) error {
 		var a activeRun
@@ -460,7 +479,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 			return nil
 		}
 		id := identity(a.SessionID, run)
-		if place.Owner(id) == m.addr {
+		if !seen[id] && place.Owner(id) == m.addr {
 			mine = append(mine, activeEntry{session: a.SessionID, run: run})
 		}
 		return nil

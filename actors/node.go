@@ -136,6 +136,10 @@ type Config struct {
 	// Hooks are called at fixed points of the node's work, for tests that
 	// need an interleaving to happen every time; the zero value calls none.
 	Hooks Hooks
+
+	// activeKV makes the node write the earlier builds' active set
+	// whatever its cluster (activeKV), for the tests of that set.
+	activeKV bool
 }
 
 // Hooks are test hooks of a Node; a nil hook is not called.
@@ -183,8 +187,11 @@ type Node struct {
 	runlog     *runLog
 	ledger     *ledger
 	waits      *waits
-	// activeW writes and lists the active set (bucket cairn_active),
-	// childrenW the children's bucket.
+	// actives is the active set, derived from the log (activeindex.go).
+	actives *activeIndex
+	// activeW writes and lists the active set of earlier builds (bucket
+	// cairn_active), written while a member of one is in the cluster
+	// (activeKV); childrenW the children's bucket.
 	activeW   *kvBucket
 	childrenW *kvBucket
 	// inputs are the compiled input schemas of the agents that have one
@@ -350,6 +357,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
 	n.runlog = &runLog{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
+	n.followActive(stream)
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) error {
 		if err := cjs.Setup(ctx, func(ctx context.Context) error {
@@ -935,11 +943,60 @@ func (n *Node) notify(runID string) {
 	}
 }
 
+// followActive keeps the active set (n.actives) current with the log
+// until the node closes.
+func (n *Node) followActive(stream jetstream.Stream) {
+	n.actives = newActiveIndex()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	wait := func(d time.Duration) {
+		t := n.cfg.Waits.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		}
+	}
+	go func() {
+		defer close(done)
+		n.actives.follow(ctx, stream, n.logger, wait)
+	}()
+	n.closers = append(n.closers, func(context.Context) error {
+		cancel()
+		<-done
+		return nil
+	})
+}
+
+// activeKV reports whether runs are also written to the active set of
+// earlier builds (bucket cairn_active), put at admission and purged at
+// their end: while a member of such a build may be in the cluster, which
+// sweeps that set alone (and before the node has a member to ask), or
+// while the node is pinned to an earlier schema level (a rollback to an
+// earlier build stays possible). A node alone, and a cluster whose every
+// member derives the set from the log, write nothing for it.
+func (n *Node) activeKV() bool {
+	if n.cfg.activeKV || n.cfg.SchemaLevel > 0 && n.cfg.SchemaLevel < events.SchemaVersion {
+		return true
+	}
+	m := n.current()
+	if m == nil {
+		return true
+	}
+	if p, ok := m.provider.(interface{ ActiveFromLog() bool }); ok {
+		return !p.ActiveFromLog()
+	}
+	return false
+}
+
 type activeRun struct {
 	SessionID string `json:"session_id"`
 }
 
 func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
+	if !n.activeKV() {
+		return nil
+	}
 	v, _ := json.Marshal(activeRun{SessionID: sessionID})
 	if _, err := n.activeW.put(ctx, runID, v); err != nil {
 		return fmt.Errorf("actors: mark %s active: %w", runID, err)
@@ -950,7 +1007,33 @@ func (n *Node) markActive(ctx context.Context, sessionID, runID string) error {
 // leaveActive takes a finished run out of the active set: a purge marker
 // that expires (activeMarkerTTL).
 func (n *Node) leaveActive(ctx context.Context, runID string) error {
+	if !n.activeKV() {
+		return nil
+	}
 	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, 0); err != nil {
+		return fmt.Errorf("actors: take %s out of the active set: %w", runID, err)
+	}
+	return nil
+}
+
+// leaveActiveKV takes a finished run out of the earlier builds' active
+// set: as leaveActive while that set is written; otherwise only if it
+// still has an entry there (one read, and a purge fenced on the entry).
+func (n *Node) leaveActiveKV(ctx context.Context, runID string) error {
+	if n.activeKV() {
+		return n.leaveActive(ctx, runID)
+	}
+	m, err := n.activeW.w.Last(ctx, n.activeW.subject(runID))
+	if err != nil {
+		return fmt.Errorf("actors: read %s's entry in the active set: %w", runID, err)
+	}
+	if m == nil {
+		return nil
+	}
+	if op := m.Header.Get(kvOperation); op == kvOperationDel || op == kvOperationPurge {
+		return nil
+	}
+	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, m.Sequence); err != nil && !errors.Is(err, runtime.ErrConflict) {
 		return fmt.Errorf("actors: take %s out of the active set: %w", runID, err)
 	}
 	return nil
@@ -1191,9 +1274,10 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	}
 	if !st.Status.Active() {
 		// Nothing to attempt. A finished run still in the active set (an
-		// Adopt of a finished run wrote it again; a full sweep woke it)
-		// leaves it now.
-		if err := n.leaveActive(ctx, runID); err != nil {
+		// Adopt of a finished run wrote it again; a full sweep woke it;
+		// an earlier build's entry left when the cluster stopped writing
+		// them) leaves it now.
+		if err := n.leaveActiveKV(ctx, runID); err != nil {
 			return nil, nil, err
 		}
 		return nil, nil, errEnded

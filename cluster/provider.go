@@ -86,6 +86,11 @@ type Config struct {
 	// reads (Level). Zero means 1, as an entry of a build that did not
 	// announce it.
 	Reads int
+	// KVActive announces a member that keeps writing the active set of
+	// earlier builds (bucket cairn_active): one whose node is pinned to an
+	// earlier schema level, so that a rollback to such a build finds every
+	// run in the set it sweeps.
+	KVActive bool
 	// RaiseAfter is how long every member must have read a newer version
 	// before Level rises to it; zero means 10 TTLs. A member of an older
 	// build that is only briefly out (paused past the TTL, cut off) comes
@@ -126,6 +131,10 @@ type entry struct {
 	// Reads is the newest schema version the member reads; 0 (an entry
 	// without it) is 1.
 	Reads int `json:"reads,omitempty"`
+	// LogActive says the member derives the active set from the log (an
+	// entry without it is of a build that sweeps the bucket cairn_active
+	// alone).
+	LogActive bool `json:"log_active,omitempty"`
 
 	// seen is when the bucket stored the revision this was read from,
 	// and rev that revision.
@@ -157,10 +166,9 @@ type Provider struct {
 	synced   bool             // members holds a complete snapshot
 	stopping bool
 	pushed   string // signature of the last pushed list
-	// level is what Level last answered; rising is since when every
-	// member has read a newer one (zero: not so).
-	level  int
-	rising time.Time
+	// level is what Level last answered, logActive what ActiveFromLog
+	// did (as 0 or 1).
+	level, logActive ratchet
 
 	pushMu    sync.Mutex // one UpdateClusterTopology at a time
 	expelled  chan struct{}
@@ -228,7 +236,7 @@ func (p *Provider) Join(self Self, topo Topology) error {
 	kinds := slices.Clone(self.Kinds)
 	sort.Strings(kinds)
 	p.topo = topo
-	p.self = entry{ID: self.ID, Name: p.cfg.Name, Host: self.Host, Port: self.Port, Kinds: kinds, Reads: p.cfg.Reads}
+	p.self = entry{ID: self.ID, Name: p.cfg.Name, Host: self.Host, Port: self.Port, Kinds: kinds, Reads: p.cfg.Reads, LogActive: !p.cfg.KVActive}
 	var err error
 	if p.value, err = json.Marshal(p.self); err != nil {
 		return fmt.Errorf("cluster: encode entry: %w", err)
@@ -319,18 +327,49 @@ func (p *Provider) Level() int {
 			least = min(least, max(e.Reads, 1))
 		}
 	}
-	if p.level == 0 {
-		p.level = 1
+	if p.level.at == 0 {
+		p.level.at = 1
 	}
-	switch now := p.cfg.Now(); {
-	case least <= p.level:
-		p.level, p.rising = least, time.Time{}
-	case p.rising.IsZero():
-		p.rising = now
-	case now.Sub(p.rising) >= p.cfg.RaiseAfter:
-		p.level, p.rising = least, time.Time{}
+	return p.level.step(least, p.cfg.Now(), p.cfg.RaiseAfter)
+}
+
+// ActiveFromLog reports whether every member derives the active set from
+// the log, so none needs the bucket cairn_active written: false until the
+// complete member list says so and has said it for RaiseAfter (as Level
+// rises), and false again as soon as a member that does not is in it.
+func (p *Provider) ActiveFromLog() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	least := 0
+	if p.synced && p.self.LogActive {
+		least = 1
+		for _, e := range p.members {
+			if !e.LogActive {
+				least = 0
+			}
+		}
 	}
-	return p.level
+	return p.logActive.step(least, p.cfg.Now(), p.cfg.RaiseAfter) == 1
+}
+
+// ratchet is a level that falls at once and rises only once what it would
+// rise to has held for a while.
+type ratchet struct {
+	at     int
+	rising time.Time // since when a higher level has held (zero: none)
+}
+
+// step takes the level every member now allows and returns the level.
+func (r *ratchet) step(least int, now time.Time, after time.Duration) int {
+	switch {
+	case least <= r.at:
+		r.at, r.rising = least, time.Time{}
+	case r.rising.IsZero():
+		r.rising = now
+	case now.Sub(r.rising) >= after:
+		r.at, r.rising = least, time.Time{}
+	}
+	return r.at
 }
 
 // Members returns the last complete member list the bucket gave, sorted by

@@ -190,7 +190,7 @@ func joinAloneWith(t *testing.T, kv jetstream.KeyValue, name string, cfg cluster
 	t.Helper()
 	m := &member{id: "alone-" + name, kv: &faultyKV{KV: kv}}
 	p, err := cluster.NewProvider(cluster.Config{KV: m.kv, TTL: ttl, Heartbeat: 200 * time.Millisecond, Name: name, Logger: testLogger(t),
-		Reads: cfg.Reads, RaiseAfter: cfg.RaiseAfter, Now: cfg.Now})
+		Reads: cfg.Reads, RaiseAfter: cfg.RaiseAfter, Now: cfg.Now, KVActive: cfg.KVActive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,6 +609,42 @@ func TestLevelIsWhatEveryMemberReadsAlone(t *testing.T) {
 	b.p.Level() // b starts rising: every member reads 2
 	advance(raise)
 	level(b, 2, "b reading 3 beside a reading 2")
+}
+
+// The active set is derived from the log alone (no member writes the
+// bucket cairn_active) only once every member says it does so, and has
+// for RaiseAfter; a member that does not (an earlier build's entry has no
+// log_active; one pinned to an earlier level announces false) turns it
+// off at once.
+func TestActiveFromLogOnceEveryMemberSaysSo(t *testing.T) {
+	kv := bucket(t)
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	const raise = time.Minute
+	a := joinAloneWith(t, kv, "a", cluster.Config{Reads: 2, RaiseAfter: raise, Now: clock})
+	eventually(t, "a sees itself", func() bool { return sees(a, a) })
+	fromLog := func(m *member, want bool, when string) {
+		t.Helper()
+		if got := m.p.ActiveFromLog(); got != want {
+			t.Fatalf("%s: %s derives the active set from the log: %v, want %v", when, m.id, got, want)
+		}
+	}
+	fromLog(a, false, "a alone, at first")
+	advance(raise)
+	fromLog(a, true, "a alone, a RaiseAfter on")
+	old := joinAloneWith(t, kv, "old", cluster.Config{KVActive: true})
+	eventually(t, "a and old see each other", func() bool { return sees(a, a, old) && sees(old, a, old) })
+	fromLog(a, false, "a beside a member that writes the bucket")
+	fromLog(old, false, "old itself")
+	if err := old.p.Shutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a alone again", func() bool { return sees(a, a) })
+	fromLog(a, false, "a just after old left")
+	advance(raise)
+	fromLog(a, true, "a a RaiseAfter after old left")
 }
 
 func TestLevelBeforeTheFirstReadIsOne(t *testing.T) {

@@ -1,0 +1,225 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/events"
+)
+
+// activeIndex is the active set derived from the log: a run is active from
+// its created record until its end, its completed commit (c.done) or its
+// end event (.end). Every node keeps it in memory, from the subjects of
+// the log alone (no payload is read), so a run costs the active set no
+// write of its own: its record and its end are in the log anyway. A run
+// whose record is in the log is one every sweep finds, by construction.
+//
+// apply is its pure core; follow keeps it current with a stream.
+type activeIndex struct {
+	mu   sync.Mutex
+	runs map[string]activeEntry // by identity(session, run)
+	// seq is the last stream sequence applied: a message at or below it
+	// is one already applied (a consumer that starts over redelivers).
+	seq uint64
+	// ready is closed once the index has applied the log as it stood
+	// when following began: from then on, a run missing from it either
+	// ended or was created after seq.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// awaited are runs whose creation's outcome was unknown to the start
+	// that wrote it (awaitCreation): each is woken when its record lands.
+	awaited map[string]func()
+}
+
+// maxAwaited bounds the creations awaited at once (only starts whose
+// write's outcome was unknown, during an outage, are).
+const maxAwaited = 100_000
+
+func newActiveIndex() *activeIndex {
+	return &activeIndex{runs: map[string]activeEntry{}, ready: make(chan struct{}), awaited: map[string]func(){}}
+}
+
+// apply takes the event at stream sequence seq, of subject, into the
+// index. Subjects of no run's start or end (and of another layout) change
+// nothing but the position.
+func (x *activeIndex) apply(seq uint64, subject string) {
+	if f := x.applyLocked(seq, subject); f != nil {
+		f()
+	}
+}
+
+// applyLocked is apply under the lock; it returns the wake of an awaited
+// creation that landed, to be called without it.
+func (x *activeIndex) applyLocked(seq uint64, subject string) func() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if seq <= x.seq {
+		return nil
+	}
+	x.seq = seq
+	s, err := events.ParseSubject(subject)
+	if err != nil {
+		return nil
+	}
+	id := identity(s.SessionID, s.RunID)
+	switch {
+	case s.Kind == events.KindCreated:
+		x.runs[id] = activeEntry{session: s.SessionID, run: s.RunID}
+		if f, ok := x.awaited[id]; ok {
+			delete(x.awaited, id)
+			return f
+		}
+	case s.Kind.Final():
+		delete(x.runs, id)
+	}
+	return nil
+}
+
+// await calls wake once the record of the run lands in the index, or now
+// if it is there: the start that wrote it could not tell whether it was
+// stored (a publish buffered across a reconnect is flushed later), and no
+// sweep may come for it (a node alone sweeps once, at its start). It
+// reports false when too many are awaited already.
+func (x *activeIndex) await(sessionID, runID string, wake func()) bool {
+	id := identity(sessionID, runID)
+	x.mu.Lock()
+	_, landed := x.runs[id]
+	ok := landed || len(x.awaited) < maxAwaited
+	if !landed && ok {
+		x.awaited[id] = wake
+	}
+	x.mu.Unlock()
+	if landed {
+		wake()
+	}
+	return ok
+}
+
+// position is the last stream sequence applied.
+func (x *activeIndex) position() uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.seq
+}
+
+// caughtUp marks the index ready.
+func (x *activeIndex) caughtUp() { x.readyOnce.Do(func() { close(x.ready) }) }
+
+// isReady reports whether the index caught up with the log as it stood
+// when following began.
+func (x *activeIndex) isReady() bool {
+	select {
+	case <-x.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// active lists the active runs, and the position they are as of.
+func (x *activeIndex) active() ([]activeEntry, uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]activeEntry, 0, len(x.runs))
+	for _, e := range x.runs {
+		out = append(out, e)
+	}
+	return out, x.seq
+}
+
+// has reports whether a run is in the index.
+func (x *activeIndex) has(sessionID, runID string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, ok := x.runs[identity(sessionID, runID)]
+	return ok
+}
+
+// activeFilters are the subjects of runs' starts and ends.
+var activeFilters = []string{events.AllCreated, events.AllCompletions, events.AllEnded}
+
+// follow keeps x current with stream until ctx ends. It catches up with
+// an ordered consumer of the whole stream, headers only (the server steps
+// through an interleaved log much faster unfiltered than with several
+// wildcard filters, projections' BenchmarkRebuild), and then follows the
+// starts and ends alone, from the position reached (so a node at work
+// receives three messages per run, not every commit). A consumer that
+// fails is made again from the position, after wait (backing off); the
+// ordered consumer itself already starts over after a server restart.
+func (x *activeIndex) follow(ctx context.Context, stream jetstream.Stream, logger *slog.Logger, wait func(time.Duration)) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := x.consume(ctx, stream)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil: // caught up: follow from here
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		logger.Debug("actors: active set: follow the log; starting over", "at", x.position(), "in", backoff, "err", err)
+		wait(backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// consume runs one consumer from the position after x's: the catching-up
+// one until the index is ready, then the following one. It returns when
+// ctx ends or the consumer fails.
+func (x *activeIndex) consume(ctx context.Context, stream jetstream.Stream) error {
+	cfg := jetstream.OrderedConsumerConfig{HeadersOnly: true, DeliverPolicy: jetstream.DeliverAllPolicy}
+	var target uint64
+	if !x.isReady() {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("stream info: %w", err)
+		}
+		target = info.State.LastSeq
+		if info.State.Msgs == 0 || target <= x.position() {
+			x.caughtUp()
+		}
+	}
+	if x.isReady() {
+		cfg.FilterSubjects = activeFilters
+	}
+	if at := x.position(); at > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, at+1
+	}
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("ordered consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	catching := len(cfg.FilterSubjects) == 0
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		x.apply(meta.Sequence.Stream, msg.Subject())
+		if catching && (meta.Sequence.Stream >= target || meta.NumPending == 0) {
+			// Caught up: follow the starts and ends alone from here.
+			x.caughtUp()
+			return nil
+		}
+	}
+}
