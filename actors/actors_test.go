@@ -107,7 +107,7 @@ type harness struct {
 	schemaLevel int
 	// activeKV makes the node write the earlier builds' active set too.
 	activeKV bool
-	node        *actors.Node
+	node     *actors.Node
 }
 
 // start starts a node with a planner (subagent: worker) on the harness's
