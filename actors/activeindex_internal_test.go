@@ -19,7 +19,7 @@ import (
 )
 
 func activeIDs(x *activeIndex) []string {
-	list, _ := x.active()
+	list := x.active()
 	var ids []string
 	for _, a := range list {
 		ids = append(ids, identity(a.session, a.run))

@@ -462,7 +462,7 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 	}
 	var mine []activeEntry
 	seen := map[string]bool{}
-	fromLog, _ := n.actives.active()
+	fromLog := n.actives.active()
 	for _, a := range fromLog {
 		id := identity(a.session, a.run)
 		seen[id] = true
