@@ -1208,3 +1208,61 @@ func TestPermanentModelErrorIsNotRetried(t *testing.T) {
 		t.Fatalf("the model was asked %d times; a permanent error is not retried", got)
 	}
 }
+
+// A step reserved ahead (with the write that recorded the response before
+// it) that the attempt never takes, because the node drained it first, is
+// given back: the run, resumed on the next node, takes its second and last
+// step within its budget of two. Without the refund the drained attempt
+// spent a step it never took, and the resumed run failed on its budget.
+func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	m := &model.Scripted{Steps: []model.Response{
+		model.Reply(model.Call("h", "run_js", `{"code":"hang"}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"after the drain"}}`)),
+	}}
+	hanging := make(chan struct{}, 1)
+	start := func() *actors.Node {
+		n, err := actors.Start(context.Background(), actors.Config{
+			Conn: nc,
+			Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
+				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 2}}},
+			Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+			Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+			DrainTimeout: 100 * time.Millisecond,
+			Sink: func(_ events.Run, ev runtime.SinkEvent) {
+				if ev.Kind == runtime.SinkToolCall && ev.CallID == "h" {
+					select {
+					case hanging <- struct{}{}:
+					default:
+					}
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ctx := context.Background()
+	first := start()
+	sess, run, err := first.Run(ctx, "solo", "Two steps.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hanging // the first response is committed, the second step reserved ahead, the script hangs
+	closeNode(t, first)
+	second := start()
+	defer closeNode(t, second)
+	rctx, cancel := context.WithTimeout(ctx, time.Minute) // a last resort: Result returns when the run ends
+	defer cancel()
+	st, reply, err := second.Result(rctx, sess, run)
+	if err != nil || st != runtime.StatusCompleted {
+		t.Fatalf("the resumed run: %s, %v; want it completed within its two steps", st, err)
+	}
+	if reply == nil {
+		t.Fatal("no reply")
+	}
+	if steps, _, _, err := second.Usage(ctx, run); err != nil || steps != 2 {
+		t.Fatalf("steps used %d (%v), want 2: the drained attempt's step ahead given back", steps, err)
+	}
+}

@@ -80,6 +80,33 @@ type budgetView struct {
 	e     budgetEntry
 	rev   uint64 // the entry's revision; 0 with known: no entry yet
 	known bool
+	// ahead: the attempt's next step is reserved already, by the write
+	// that recorded the response before it (recorder.RecordResponse).
+	ahead bool
+}
+
+// reservedAhead sets ahead: the step after the response just recorded is
+// reserved.
+func (v *budgetView) reservedAhead() {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ahead = true
+}
+
+// takeAhead reports whether the attempt's next step was reserved ahead,
+// and the entry as that write left it; the reservation is spent by asking.
+func (v *budgetView) takeAhead() (budgetEntry, bool) {
+	if v == nil {
+		return budgetEntry{}, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ahead := v.ahead
+	v.ahead = false
+	return v.e, ahead
 }
 
 // take returns what the view knows and forgets it: a write made from it
@@ -160,21 +187,51 @@ func (l *ledger) update(ctx context.Context, root string, view *budgetView, f fu
 	}
 }
 
-// reserve takes one step, or fails with ErrBudget.
+// reserve takes one step, or fails with ErrBudget. A step the view holds
+// reserved ahead costs no write: its limits are checked again against
+// the entry that write left (the deadline may have passed since, and a
+// response of the attempt's own, a compaction's, may have spent the
+// tokens); the steps were counted by that write.
 func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) error {
+	if e, ahead := view.takeAhead(); ahead {
+		if err := l.affords(e, false); err != nil {
+			return err
+		}
+		return nil
+	}
 	_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
-		switch {
-		case e.Deadline > 0 && l.now().UnixNano() >= e.Deadline:
-			return fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, time.Unix(0, e.Deadline).UTC().Format(time.RFC3339))
-		case e.Steps > 0 && e.UsedSteps >= e.Steps:
-			return fmt.Errorf("%w: %d of %d steps used", ErrBudget, e.UsedSteps, e.Steps)
-		case e.Tokens > 0 && e.InputTokens+e.OutputTokens >= e.Tokens:
-			return fmt.Errorf("%w: %d of %d tokens used", ErrBudget, e.InputTokens+e.OutputTokens, e.Tokens)
+		if err := l.affords(*e, true); err != nil {
+			return err
 		}
 		e.UsedSteps++
 		return nil
 	})
 	return err
+}
+
+// refund gives back one step reserved and not taken.
+func (l *ledger) refund(ctx context.Context, root string, view *budgetView) error {
+	_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
+		if e.UsedSteps > 0 {
+			e.UsedSteps--
+		}
+		return nil
+	})
+	return err
+}
+
+// affords reports, as an ErrBudget, a limit of e that is spent: its
+// deadline, its tokens, and its steps when one more is to be taken.
+func (l *ledger) affords(e budgetEntry, step bool) error {
+	switch {
+	case e.Deadline > 0 && l.now().UnixNano() >= e.Deadline:
+		return fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, time.Unix(0, e.Deadline).UTC().Format(time.RFC3339))
+	case step && e.Steps > 0 && e.UsedSteps >= e.Steps:
+		return fmt.Errorf("%w: %d of %d steps used", ErrBudget, e.UsedSteps, e.Steps)
+	case e.Tokens > 0 && e.InputTokens+e.OutputTokens >= e.Tokens:
+		return fmt.Errorf("%w: %d of %d tokens used", ErrBudget, e.InputTokens+e.OutputTokens, e.Tokens)
+	}
+	return nil
 }
 
 // deadline returns the wall-clock deadline of run's root (zero when none);
@@ -215,6 +272,48 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 		return nil
 	})
 	return err
+}
+
+// RecordResponse records a step's response's tokens and, in the same
+// write, reserves the attempt's next step when the response goes on to
+// one (see goesOn) and the budget affords it, so a model step costs the
+// ledger one write, not two. The reservation is durable before any work
+// of the step it pays for (C24); the loop still saves that step's model
+// checkpoint and calls BeforeModel (C35), which spends it. A reservation
+// ahead that the attempt does not spend (it was drained, failed or lost
+// its lease before its next step) is given back when the attempt ends
+// (Node.refundAhead); after a crash it stays spent, as a crash after any
+// reservation does, and the next attempt reserves again. When the budget
+// does not afford a next step, the tokens alone are recorded and
+// BeforeModel refuses it as before.
+func (r recorder) RecordResponse(ctx context.Context, purpose model.Purpose, resp *model.Response) error {
+	next := purpose == model.PurposeStep && goesOn(resp)
+	var ahead bool
+	_, err := r.l.update(ctx, r.root, r.view, func(e *budgetEntry) error {
+		e.InputTokens += resp.Usage.InputTokens
+		e.OutputTokens += resp.Usage.OutputTokens
+		ahead = next && r.l.affords(*e, true) == nil
+		if ahead {
+			e.UsedSteps++
+		}
+		return nil
+	})
+	if err == nil && ahead {
+		r.view.reservedAhead()
+	}
+	return err
+}
+
+// goesOn reports whether the attempt that committed resp takes another
+// model step after its calls: not when it calls complete (the run ends)
+// or wait_calls (it may park, and a later attempt reserves for itself).
+func goesOn(resp *model.Response) bool {
+	for _, c := range resp.Message.ToolCalls() {
+		if c.Name == runtime.ToolComplete || c.Name == runtime.ToolWait {
+			return false
+		}
+	}
+	return true
 }
 
 // waits keeps each wait_calls registration: its dependencies and its

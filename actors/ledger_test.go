@@ -146,3 +146,76 @@ func TestWaitKeepsItsFirstDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A step's response is recorded, and the attempt's next step reserved,
+// in one write of the root's entry when the response goes on to another
+// step and the budget affords it; the next BeforeModel then writes
+// nothing, but still refuses a spent deadline or spent tokens. A response
+// that completes, waits or is a compaction's reserves nothing ahead.
+func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
+	ctx := context.Background()
+	u := model.Usage{InputTokens: 10, OutputTokens: 5}
+	goesOn := &model.Response{Message: model.Message{Role: model.RoleAssistant, Parts: []model.Part{model.Call("c1", "run_js", `{}`)}}, Usage: u}
+	completes := &model.Response{Message: model.Message{Role: model.RoleAssistant, Parts: []model.Part{model.Call("c2", "complete", `{}`)}}, Usage: u}
+	waits := &model.Response{Message: model.Message{Role: model.RoleAssistant, Parts: []model.Part{model.Call("c3", "run_js", `{}`), model.Call("w", "wait_calls", `{}`)}}, Usage: u}
+	nudged := &model.Response{Message: model.Message{Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: "thinking"}}}, Usage: u}
+	type op struct {
+		do      string // reserve, or record a response: goes-on, completes, waits, nudged, compaction
+		wantErr bool
+	}
+	for _, tc := range []struct {
+		name       string
+		budget     runtime.Budget
+		ops        []op
+		steps      int
+		tokens     int64
+		writes     uint64
+		afterAhead time.Duration // the clock moves on after each response recorded
+	}{
+		{"two steps: three writes", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", false}, {"completes", false}}, 2, 30, 3, 0},
+		{"a response with no call goes on", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"nudged", false}, {"reserve", false}}, 2, 15, 2, 0},
+		{"a wait reserves nothing ahead", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"waits", false}, {"reserve", false}}, 2, 15, 3, 0},
+		{"a compaction reserves nothing ahead", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"compaction", false}, {"reserve", false}}, 2, 15, 3, 0},
+		{"the last step allowed is not reserved ahead", runtime.Budget{Steps: 1}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}}, 1, 15, 2, 0},
+		{"spent tokens: nothing ahead, and refused", runtime.Budget{Tokens: 15}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}}, 1, 15, 2, 0},
+		{"a deadline that passed after the reservation ahead", runtime.Budget{Steps: 5, Timeout: time.Minute}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}}, 2, 15, 2, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			l, kv := testLedger(t, func() time.Time { return now })
+			rec := &events.Run{RunID: "root", RootRunID: "root", Budget: l.budgetOf(tc.budget)}
+			v := &budgetView{}
+			if _, err := l.deadline(ctx, rec, v); err != nil {
+				t.Fatal(err)
+			}
+			r := recorder{l: l, root: "root", view: v}
+			for i, o := range tc.ops {
+				var err error
+				switch o.do {
+				case "reserve":
+					err = l.reserve(ctx, "root", v)
+				case "compaction":
+					err = r.RecordResponse(ctx, model.PurposeCompaction, goesOn)
+				default:
+					resp := map[string]*model.Response{"goes-on": goesOn, "completes": completes, "waits": waits, "nudged": nudged}[o.do]
+					err = r.RecordResponse(ctx, model.PurposeStep, resp)
+					now = now.Add(tc.afterAhead)
+				}
+				if (err != nil) != o.wantErr || (err != nil && !errors.Is(err, ErrBudget)) {
+					t.Fatalf("op %d (%s): %v, want an ErrBudget: %v", i, o.do, err, o.wantErr)
+				}
+			}
+			e, err := l.usage(ctx, "root")
+			if err != nil || e.UsedSteps != tc.steps || e.InputTokens+e.OutputTokens != tc.tokens {
+				t.Fatalf("entry %+v, %v; want %d steps and %d tokens", e, err, tc.steps, tc.tokens)
+			}
+			st, err := kv.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.(interface{ StreamInfo() *jetstream.StreamInfo }).StreamInfo().State.LastSeq; got != tc.writes {
+				t.Fatalf("%d writes to the ledger, want %d", got, tc.writes)
+			}
+		})
+	}
+}

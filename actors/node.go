@@ -1335,6 +1335,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	// tells them apart).
 	started := time.Now()
 	res, err = runtime.Run(ctx, in)
+	n.refundAhead(rec, budget)
 	if n.cfg.OnAttempt != nil {
 		outcome := attemptOutcome(res, err)
 		if err != nil && errors.Is(context.Cause(ctx), errWallClockDeadline) {
@@ -1344,6 +1345,26 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	}
 	return res, store, err
 }
+
+// refundAhead gives back a step the attempt reserved ahead (with the
+// write that recorded its last response: ledger.go) and did not take,
+// because it stopped before its next model step: drained, failed, its
+// lease lost. One write, made only then. A crash leaves the step spent,
+// as a crash after any reservation does (C35); a refund that fails is
+// logged and the step stays spent.
+func (n *Node) refundAhead(rec *events.Run, budget *budgetView) {
+	if _, ahead := budget.takeAhead(); !ahead {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+	defer cancel()
+	if err := n.ledger.refund(ctx, rec.RootRunID, budget); err != nil {
+		n.logger.Warn("actors: a step reserved ahead and not taken stays spent", "run", rec.RunID, "root", rec.RootRunID, "err", err)
+	}
+}
+
+// refundTimeout bounds the write of a refund.
+const refundTimeout = 10 * time.Second
 
 // AttemptEnded is one attempt's end, as Config.OnAttempt sees it.
 type AttemptEnded struct {

@@ -78,6 +78,16 @@ type UsageRecorder interface {
 	RecordUsage(ctx context.Context, purpose Purpose, u Usage) error
 }
 
+// ResponseRecorder is a UsageRecorder shown the whole response whose usage
+// it records, when the request succeeded: a host may do more in the same
+// durable write (the node reserves the budget of the step that follows a
+// response that goes on, so that step's reservation costs no write of its
+// own).
+type ResponseRecorder interface {
+	UsageRecorder
+	RecordResponse(ctx context.Context, purpose Purpose, resp *Response) error
+}
+
 // WithUsage wraps m so that every reported usage, of failed and compaction
 // requests too, reaches rec before the caller sees the response (C34). A
 // recording failure is returned joined with any model error: the host's
@@ -95,7 +105,13 @@ func (u usageModel) Generate(ctx context.Context, req Request) (*Response, error
 	if resp != nil && resp.Usage != (Usage{}) {
 		// Record with a context that survives the caller's cancellation:
 		// an interrupted request still spent its tokens.
-		if rerr := u.rec.RecordUsage(context.WithoutCancel(ctx), req.Purpose, resp.Usage); rerr != nil {
+		var rerr error
+		if rr, ok := u.rec.(ResponseRecorder); ok && err == nil {
+			rerr = rr.RecordResponse(context.WithoutCancel(ctx), req.Purpose, resp)
+		} else {
+			rerr = u.rec.RecordUsage(context.WithoutCancel(ctx), req.Purpose, resp.Usage)
+		}
+		if rerr != nil {
 			return nil, errors.Join(err, rerr)
 		}
 	}

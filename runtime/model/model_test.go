@@ -23,6 +23,17 @@ func (r *recorder) RecordUsage(ctx context.Context, p model.Purpose, u model.Usa
 	return r.err
 }
 
+// responseRecorder is a recorder shown whole responses.
+type responseRecorder struct {
+	recorder
+	responses []*model.Response
+}
+
+func (r *responseRecorder) RecordResponse(_ context.Context, _ model.Purpose, resp *model.Response) error {
+	r.responses = append(r.responses, resp)
+	return r.err
+}
+
 type fixed struct {
 	resp *model.Response
 	err  error
@@ -72,6 +83,31 @@ func TestC34_UsageWrapperRecordsEveryReportedToken(t *testing.T) {
 			}
 		})
 	}
+	// A recorder that takes whole responses is shown the response of a
+	// request that succeeded (its usage included, once), and only the
+	// usage of one that failed: it never records the same tokens twice.
+	t.Run("a response recorder", func(t *testing.T) {
+		for _, tc := range []struct {
+			name              string
+			inner             fixed
+			usages, responses int
+		}{
+			{"success", fixed{resp: &model.Response{Usage: u, Message: model.Message{Role: model.RoleAssistant}}}, 0, 1},
+			{"interrupted with usage", fixed{resp: &model.Response{Usage: u}, err: interrupted}, 1, 0},
+			{"no usage", fixed{resp: &model.Response{}}, 0, 0},
+		} {
+			rec := &responseRecorder{}
+			_, _ = model.WithUsage(tc.inner, rec).Generate(context.Background(), model.Request{Purpose: model.PurposeStep})
+			if len(rec.got) != tc.usages || len(rec.responses) != tc.responses {
+				t.Fatalf("%s: %d usages and %d responses recorded, want %d and %d", tc.name, len(rec.got), len(rec.responses), tc.usages, tc.responses)
+			}
+			for _, r := range rec.responses {
+				if r.Usage != u {
+					t.Fatalf("%s: the response recorded carries %+v, want %+v", tc.name, r.Usage, u)
+				}
+			}
+		}
+	})
 	t.Run("recording failure withholds the response", func(t *testing.T) {
 		full := errors.New("ledger unavailable")
 		resp, err := model.WithUsage(fixed{resp: &model.Response{Usage: u}}, &recorder{err: full}).Generate(context.Background(), model.Request{})
