@@ -23,7 +23,7 @@ import (
 //
 // apply is its pure core; follow keeps it current with a stream.
 type activeIndex struct {
-	mu   sync.Mutex
+	mu sync.Mutex
 	// runs are the active runs' identities (session.run: IDs have no
 	// dot), one string each (B5 parks 100,000 runs on a node).
 	runs map[string]struct{}
