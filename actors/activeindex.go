@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,34 +17,50 @@ import (
 // its created record until its end, its completed commit (c.done) or its
 // end event (.end). Every node keeps it in memory, from the subjects of
 // the log alone (no payload is read), so a run costs the active set no
-// write of its own: its record and its end are in the log anyway. A run
-// whose record is in the log is one every sweep finds, by construction.
+// write of its own: its record and its end are in the log anyway. Once
+// the index has read the log as it stood when the node started (ready),
+// a run whose record is in the log is one the next sweep finds.
 //
 // apply is its pure core; follow keeps it current with a stream.
 type activeIndex struct {
 	mu sync.Mutex
-	// runs are the active runs' identities (session.run: IDs have no
-	// dot), one string each (B5 parks 100,000 runs on a node).
-	runs map[string]struct{}
+	// sessions holds the active runs, by session: a session's purge
+	// marker takes what is left of it (B5 parks 100,000 runs on a node:
+	// one small set per session).
+	sessions map[string]map[string]struct{}
 	// seq is the last stream sequence applied: a message at or below it
 	// is one already applied (a consumer that starts over redelivers).
 	seq uint64
+	// target is the last sequence of the log when following began, what
+	// the index must reach to be ready (for readiness to say how far it
+	// is).
+	target uint64
 	// ready is closed once the index has applied the log as it stood
 	// when following began: from then on, a run missing from it either
 	// ended or was created after seq.
 	ready     chan struct{}
 	readyOnce sync.Once
 	// awaited are runs whose creation's outcome was unknown to the start
-	// that wrote it (awaitCreation): each is woken when its record lands.
-	awaited map[string]func()
+	// that wrote it (await): each is woken when its record lands.
+	awaited map[string]awaitedRun
 }
 
-// maxAwaited bounds the creations awaited at once (only starts whose
-// write's outcome was unknown, during an outage, are).
-const maxAwaited = 100_000
+type awaitedRun struct {
+	wake  func()
+	since time.Time
+}
+
+// Bounds of the creations awaited: only starts whose write's outcome was
+// unknown (during an outage) are, and a record lands, if it ever does,
+// when the publish buffered across the reconnect is flushed. One that has
+// not landed after awaitFor is dropped when room is needed.
+const (
+	maxAwaited = 100_000
+	awaitFor   = time.Hour
+)
 
 func newActiveIndex() *activeIndex {
-	return &activeIndex{runs: map[string]struct{}{}, ready: make(chan struct{}), awaited: map[string]func(){}}
+	return &activeIndex{sessions: map[string]map[string]struct{}{}, ready: make(chan struct{}), awaited: map[string]awaitedRun{}}
 }
 
 // apply takes the event at stream sequence seq, of subject, into the
@@ -70,16 +85,31 @@ func (x *activeIndex) applyLocked(seq uint64, subject string) func() {
 	if err != nil {
 		return nil
 	}
-	id := identity(s.SessionID, s.RunID)
 	switch {
 	case s.Kind == events.KindCreated:
-		x.runs[id] = struct{}{}
-		if f, ok := x.awaited[id]; ok {
+		runs := x.sessions[s.SessionID]
+		if runs == nil {
+			runs = map[string]struct{}{}
+			x.sessions[s.SessionID] = runs
+		}
+		runs[s.RunID] = struct{}{}
+		id := identity(s.SessionID, s.RunID)
+		if a, ok := x.awaited[id]; ok {
 			delete(x.awaited, id)
-			return f
+			return a.wake
 		}
 	case s.Kind.Final():
-		delete(x.runs, id)
+		if runs := x.sessions[s.SessionID]; runs != nil {
+			delete(runs, s.RunID)
+			if len(runs) == 0 {
+				delete(x.sessions, s.SessionID)
+			}
+		}
+	case s.Kind == events.KindPurged:
+		// Every run of a purged session ended before its marker; a run
+		// still here is one whose end the purge removed before the index
+		// read it (a node catching up while a session is purged).
+		delete(x.sessions, s.SessionID)
 	}
 	return nil
 }
@@ -89,13 +119,20 @@ func (x *activeIndex) applyLocked(seq uint64, subject string) func() {
 // stored (a publish buffered across a reconnect is flushed later), and no
 // sweep may come for it (a node alone sweeps once, at its start). It
 // reports false when too many are awaited already.
-func (x *activeIndex) await(sessionID, runID string, wake func()) bool {
+func (x *activeIndex) await(sessionID, runID string, now time.Time, wake func()) bool {
 	id := identity(sessionID, runID)
 	x.mu.Lock()
-	_, landed := x.runs[id]
+	_, landed := x.sessions[sessionID][runID]
+	if !landed && len(x.awaited) >= maxAwaited {
+		for k, a := range x.awaited {
+			if now.Sub(a.since) > awaitFor {
+				delete(x.awaited, k)
+			}
+		}
+	}
 	ok := landed || len(x.awaited) < maxAwaited
 	if !landed && ok {
-		x.awaited[id] = wake
+		x.awaited[id] = awaitedRun{wake: wake, since: now}
 	}
 	x.mu.Unlock()
 	if landed {
@@ -104,11 +141,19 @@ func (x *activeIndex) await(sessionID, runID string, wake func()) bool {
 	return ok
 }
 
-// position is the last stream sequence applied.
-func (x *activeIndex) position() uint64 {
+// position is the last stream sequence applied, and the one the index
+// must reach to be ready.
+func (x *activeIndex) position() (at, target uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.seq
+	return x.seq, x.target
+}
+
+// setTarget records the sequence the index must reach to be ready.
+func (x *activeIndex) setTarget(seq uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.target = seq
 }
 
 // caughtUp marks the index ready.
@@ -125,20 +170,32 @@ func (x *activeIndex) isReady() bool {
 	}
 }
 
+// reading reports whether the index is still catching up, and how far it
+// is, for readiness to say.
+func (x *activeIndex) reading() (string, bool) {
+	if x.isReady() {
+		return "", false
+	}
+	at, target := x.position()
+	return fmt.Sprintf("the active set is still reading the log (at sequence %d of %d)", at, target), true
+}
+
 // active lists the active runs.
 func (x *activeIndex) active() []activeEntry {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]activeEntry, 0, len(x.runs))
-	for id := range x.runs {
-		session, run, _ := strings.Cut(id, ".")
-		out = append(out, activeEntry{session: session, run: run})
+	var out []activeEntry
+	for session, runs := range x.sessions {
+		for run := range runs {
+			out = append(out, activeEntry{session: session, run: run})
+		}
 	}
 	return out
 }
 
-// activeFilters are the subjects of runs' starts and ends.
-var activeFilters = []string{events.AllCreated, events.AllCompletions, events.AllEnded}
+// activeFilters are the subjects of runs' starts and ends, and of
+// sessions' purge markers.
+var activeFilters = []string{events.AllCreated, events.AllCompletions, events.AllEnded, events.AllPurged}
 
 // follow keeps x current with stream until ctx ends. It catches up with
 // an ordered consumer of the whole stream, headers only (the server steps
@@ -159,7 +216,8 @@ func (x *activeIndex) follow(ctx context.Context, stream jetstream.Stream, logge
 			backoff = 100 * time.Millisecond
 			continue
 		}
-		logger.Debug("actors: active set: follow the log; starting over", "at", x.position(), "in", backoff, "err", err)
+		at, _ := x.position()
+		logger.Debug("actors: active set: follow the log; starting over", "at", at, "in", backoff, "err", err)
 		wait(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
@@ -177,14 +235,15 @@ func (x *activeIndex) consume(ctx context.Context, stream jetstream.Stream) erro
 			return fmt.Errorf("stream info: %w", err)
 		}
 		target = info.State.LastSeq
-		if info.State.Msgs == 0 || target <= x.position() {
+		x.setTarget(target)
+		if at, _ := x.position(); info.State.Msgs == 0 || target <= at {
 			x.caughtUp()
 		}
 	}
 	if x.isReady() {
 		cfg.FilterSubjects = activeFilters
 	}
-	if at := x.position(); at > 0 {
+	if at, _ := x.position(); at > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, at+1
 	}
 	cons, err := stream.OrderedConsumer(ctx, cfg)

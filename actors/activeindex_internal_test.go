@@ -3,9 +3,11 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +58,12 @@ func TestActiveIndexApply(t *testing.T) {
 			{1, events.RunCreatedSubject("s1", "r1")}, {2, events.CheckpointSubject("s1", "r1", true)}, {1, events.RunCreatedSubject("s1", "r1")},
 		}, nil},
 		{"subjects of another layout", []ev{{1, "cairn.other"}, {2, "$KV.cairn_active.r1"}, {3, events.RunCreatedSubject("s1", "r1")}}, []string{"s1.r1"}},
+		// Read while the session was purged: its runs' ends went with the
+		// purge before the index reached them; the marker takes the rest.
+		{"a purged session whose ends were removed", []ev{
+			{1, events.RunCreatedSubject("s1", "r1")}, {2, events.RunCreatedSubject("s1", "r2")}, {3, events.RunCreatedSubject("s2", "r3")},
+			{9, events.SessionPurgedSubject("s1")},
+		}, []string{"s2.r3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newActiveIndex()
@@ -65,10 +73,25 @@ func TestActiveIndexApply(t *testing.T) {
 			if got := activeIDs(x); !slices.Equal(got, tc.want) {
 				t.Fatalf("active %v, want %v", got, tc.want)
 			}
-			if p, last := x.position(), tc.evs[len(tc.evs)-1].seq; p < last {
-				t.Fatalf("position %d, want at least %d", p, last)
+			if p, _ := x.position(); p < tc.evs[len(tc.evs)-1].seq {
+				t.Fatalf("position %d, want at least %d", p, tc.evs[len(tc.evs)-1].seq)
 			}
 		})
+	}
+}
+
+// Readiness says the index is still reading, and how far it is, until it
+// caught up.
+func TestActiveIndexReading(t *testing.T) {
+	x := newActiveIndex()
+	x.setTarget(40)
+	x.apply(12, events.RunCreatedSubject("s1", "r1"))
+	if why, reading := x.reading(); !reading || why != "the active set is still reading the log (at sequence 12 of 40)" {
+		t.Fatalf("reading %v, %q", reading, why)
+	}
+	x.caughtUp()
+	if why, reading := x.reading(); reading {
+		t.Fatalf("caught up and still reading: %q", why)
 	}
 }
 
@@ -79,11 +102,12 @@ func TestActiveIndexAwait(t *testing.T) {
 	x := newActiveIndex()
 	woken := map[string]int{}
 	wake := func(id string) func() { return func() { woken[id]++ } }
+	now := time.Unix(1000, 0)
 	x.apply(1, events.RunCreatedSubject("s1", "r1"))
-	if !x.await("s1", "r1", wake("r1")) || woken["r1"] != 1 {
+	if !x.await("s1", "r1", now, wake("r1")) || woken["r1"] != 1 {
 		t.Fatalf("a run already in the index: woken %d times, want 1", woken["r1"])
 	}
-	if !x.await("s2", "r2", wake("r2")) || woken["r2"] != 0 {
+	if !x.await("s2", "r2", now, wake("r2")) || woken["r2"] != 0 {
 		t.Fatal("a run not in the index was woken before its record landed")
 	}
 	x.apply(2, events.RunLease("s2", "r2"))
@@ -98,10 +122,17 @@ func TestActiveIndexAwait(t *testing.T) {
 		t.Fatalf("woken again (%d) by a later record: an awaited run is woken once", woken["r2"])
 	}
 	for i := range maxAwaited {
-		x.awaited[identity("full", strconv.Itoa(i))] = func() {}
+		x.awaited[identity("full", strconv.Itoa(i))] = awaitedRun{wake: func() {}, since: now.Add(time.Duration(i%2) * time.Minute)}
 	}
-	if x.await("s3", "r3", wake("r3")) {
+	if x.await("s3", "r3", now.Add(awaitFor), wake("r3")) {
 		t.Fatal("await took a run beyond its bound")
+	}
+	// Later, the older half has waited past awaitFor: dropped for room.
+	if !x.await("s3", "r3", now.Add(awaitFor+time.Second), wake("r3")) {
+		t.Fatal("await kept creations awaited past awaitFor and refused a new one")
+	}
+	if n := len(x.awaited); n != maxAwaited/2+1 {
+		t.Fatalf("%d awaited, want the younger half and the new one, %d", n, maxAwaited/2+1)
 	}
 }
 
@@ -154,7 +185,7 @@ func TestActiveIndexFollowsTheLog(t *testing.T) {
 	// Following: r2 completes, r4 ends, r5 starts; r6's record is awaited,
 	// and lands last, so once it is woken everything before is applied.
 	landed := make(chan struct{})
-	x.await("s6", "r6", func() { close(landed) })
+	x.await("s6", "r6", time.Now(), func() { close(landed) })
 	for _, sub := range []string{
 		events.CheckpointSubject("s2", "r2", true), events.RunCreatedSubject("s5", "r5"), events.RunLease("s5", "r5"),
 		events.RunEndedSubject("s4", "r4"), events.RunCreatedSubject("s6", "r6"),
@@ -270,5 +301,73 @@ func assertNoActiveKV(t *testing.T, nc *nats.Conn) {
 	}
 	if last := s.CachedInfo().State.LastSeq; last != 0 {
 		t.Fatalf("the bucket %s was written %d times; want none", activeBucket, last)
+	}
+}
+
+// A member of an earlier build sweeps the bucket cairn_active alone. When
+// one is in the cluster again after this node stopped writing the bucket,
+// the sweep puts every run of the log's active set back in it, those
+// admitted meanwhile included.
+func TestSweepPutsActiveRunsBackForAnEarlierBuild(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	var sweeps atomic.Bool // the node's own sweeps do nothing until the test's
+	n := startInternal(t, nc, nil, func(c *Config) {
+		c.activeKV = true // as when a member of an earlier build is in the cluster
+		c.Hooks.Sweep = func(bool, bool) error {
+			if !sweeps.Load() {
+				return errors.New("not yet")
+			}
+			return nil
+		}
+	})
+	// Three runs admitted while the node wrote no entry (their records
+	// alone), never woken: blocked parents, as far as the bucket knows.
+	landed := make(chan struct{}, 3)
+	var want []string
+	for i := range 3 {
+		sess, run := fmt.Sprintf("s-back%d", i), fmt.Sprintf("r-back%d", i)
+		want = append(want, run)
+		n.actives.await(sess, run, time.Now(), func() { landed <- struct{}{} })
+		rec := events.Run{RunID: run, SessionID: sess, Agent: "solo", Message: "Answer.", RootRunID: run, Budget: n.ledger.budgetOf(runtime.Budget{Steps: 10})}
+		if _, err := n.runlog.createRun(ctx, rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		<-landed
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, activeBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute) // a last resort: the watch ends when all three are put
+	defer cancel()
+	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	n.wroteNoKV.Store(true)
+	sweeps.Store(true)
+	if err := n.sweep(ctx, n.current(), false, false); err != nil {
+		t.Fatal(err)
+	}
+	put := map[string]bool{}
+	for len(put) < 3 {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == jetstream.KeyValuePut {
+				put[e.Key()] = true
+			}
+		case <-wctx.Done():
+			t.Fatalf("put back %v of %v", put, want)
+		}
+	}
+	for _, run := range want {
+		if !put[run] {
+			t.Fatalf("run %s not put back (%v)", run, put)
+		}
 	}
 }

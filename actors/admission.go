@@ -252,10 +252,13 @@ func (n *Node) existing(ctx context.Context, req StartRequest, rec *events.Run, 
 // that does not say it was refused (a publish buffered across a reconnect
 // and flushed later, a lost acknowledgement that could not be settled):
 // the record may land after the caller is told it failed. Its attempt runs
-// it if it did, waits while it still may (NotYetCreated, within
-// admitGrace), and then takes its entry out of the active set with nothing
-// written. Without the wake, a record that landed late is a run nothing
-// ever starts (on a node alone, no sweep comes).
+// it if it did. Otherwise, with an entry in the earlier builds' active set
+// (activeKV), it waits while the record still may come (NotYetCreated,
+// within admitGrace) and then takes the entry out with nothing written;
+// without one it ends at once, and the active set (derived from the log)
+// wakes the run again when its record lands. Without the wakes, a record
+// that landed late is a run nothing ever starts (on a node alone, no
+// sweep comes).
 func (n *Node) wakeUnknownCreation(err error, sessionID, runID string) {
 	if errors.Is(err, runtime.ErrConflict) || errors.Is(err, errExists) || errors.Is(err, ErrInvalid) {
 		return // refused: no record will land
@@ -263,14 +266,16 @@ func (n *Node) wakeUnknownCreation(err error, sessionID, runID string) {
 	n.wake(sessionID, runID, lifecycle.ReasonStarted)
 	// Outside the earlier builds' active set (activeKV), nothing keeps the
 	// run waiting for its record: the index wakes it when it lands.
-	if !n.actives.await(sessionID, runID, func() { n.wake(sessionID, runID, lifecycle.ReasonStarted) }) {
+	if !n.actives.await(sessionID, runID, n.now(), func() { n.wake(sessionID, runID, lifecycle.ReasonStarted) }) {
 		n.logger.Warn("actors: too many starts of unknown outcome awaited; a sweep will find this one if its record lands", "run", runID, "session", sessionID)
 	}
 }
 
-// admit puts a run the API starts in the active set, before its record is
-// written: a run whose record exists is always one a sweep finds. A
-// refused write refuses the run (ErrUnavailable), with nothing written.
+// admit puts a run the API starts in the earlier builds' active set, before
+// its record is written, while that set is written (activeKV; otherwise it
+// writes nothing: the record itself puts the run in the active set derived
+// from the log). A refused write refuses the run (ErrUnavailable), with
+// nothing written.
 func (n *Node) admit(ctx context.Context, sessionID, runID string) error {
 	if err := n.markActive(ctx, sessionID, runID); err != nil {
 		return fmt.Errorf("%w: the active set refused run %s: %w", ErrUnavailable, runID, err)

@@ -74,7 +74,7 @@ func (l *ledger) open(ctx context.Context, root string, b runtime.Budget) error 
 // without reading first. If anyone wrote since (a child, another attempt)
 // the write is fenced out and the entry read again, so only the read is
 // saved, never the check: at most one view per attempt, which writes its
-// root's entry about twice per model step.
+// root's entry about once per model step (ledger.reserve, RecordResponse).
 type budgetView struct {
 	mu    sync.Mutex
 	e     budgetEntry
@@ -188,13 +188,27 @@ func (l *ledger) update(ctx context.Context, root string, view *budgetView, f fu
 }
 
 // reserve takes one step, or fails with ErrBudget. A step the view holds
-// reserved ahead costs no write: its limits are checked again against
-// the entry that write left (the deadline may have passed since, and a
-// response of the attempt's own, a compaction's, may have spent the
-// tokens); the steps were counted by that write.
+// reserved ahead costs no write: the steps were counted by that write, and
+// its other limits are checked again (the deadline may have passed since;
+// the tokens, read again when the budget limits them, may have been spent
+// by the root's other runs). One refused so stays reserved ahead, to be
+// given back when the attempt ends.
 func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) error {
 	if e, ahead := view.takeAhead(); ahead {
+		if e.Tokens > 0 {
+			// Others drawing on the root (its descendants) may have spent
+			// tokens since: a read, where a reservation's compare-and-set
+			// would have been refused and read again.
+			fresh, rev, err := l.read(ctx, root)
+			if err != nil {
+				view.reservedAhead() // not taken: given back at the attempt's end
+				return err
+			}
+			view.set(fresh, rev)
+			e = fresh
+		}
 		if err := l.affords(e, false); err != nil {
+			view.reservedAhead() // refused at the gate, not taken: given back at the attempt's end
 			return err
 		}
 		return nil

@@ -178,7 +178,14 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 		{"a compaction reserves nothing ahead", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"compaction", false}, {"reserve", false}}, 2, 15, 3, 0},
 		{"the last step allowed is not reserved ahead", runtime.Budget{Steps: 1}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}}, 1, 15, 2, 0},
 		{"spent tokens: nothing ahead, and refused", runtime.Budget{Tokens: 15}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}}, 1, 15, 2, 0},
-		{"a deadline that passed after the reservation ahead", runtime.Budget{Steps: 5, Timeout: time.Minute}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}}, 2, 15, 2, time.Hour},
+		// Refused at the gate, the step reserved ahead is given back when
+		// the attempt ends (refundAhead: the "end" op), in one write.
+		{"a deadline that passed after the reservation ahead", runtime.Budget{Steps: 5, Timeout: time.Minute}, []op{{"reserve", false}, {"goes-on", false}, {"reserve", true}, {"end", false}}, 1, 15, 3, time.Hour},
+		// Another run of the root spends the tokens between the
+		// reservation ahead and the step: read again, and refused.
+		{"tokens spent by another run of the root", runtime.Budget{Tokens: 100}, []op{{"reserve", false}, {"goes-on", false}, {"sibling", false}, {"reserve", true}, {"end", false}}, 1, 215, 4, 0},
+		{"tokens left after another run's", runtime.Budget{Tokens: 1000}, []op{{"reserve", false}, {"goes-on", false}, {"sibling", false}, {"reserve", false}, {"end", false}}, 2, 215, 3, 0},
+		{"an attempt that ends before its next step gives it back", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"goes-on", false}, {"end", false}}, 1, 15, 3, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
@@ -196,6 +203,12 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 					err = l.reserve(ctx, "root", v)
 				case "compaction":
 					err = r.RecordResponse(ctx, model.PurposeCompaction, goesOn)
+				case "sibling":
+					err = recorder{l: l, root: "root", view: &budgetView{}}.RecordUsage(ctx, model.PurposeStep, model.Usage{InputTokens: 200})
+				case "end": // as Node.refundAhead
+					if _, ahead := v.takeAhead(); ahead {
+						err = l.refund(ctx, "root", v)
+					}
 				default:
 					resp := map[string]*model.Response{"goes-on": goesOn, "completes": completes, "waits": waits, "nudged": nudged}[o.do]
 					err = r.RecordResponse(ctx, model.PurposeStep, resp)

@@ -320,6 +320,15 @@ func (n *Node) run(m *member, expelled <-chan struct{}) {
 	}
 	select {
 	case <-m.ready:
+	case <-m.ctx.Done():
+		return
+	case <-expelled:
+	}
+	// The first sweep waits for the active set to have read the log as it
+	// stood at the node's start (a large log takes a while); an expulsion
+	// meanwhile is heard.
+	select {
+	case <-n.actives.ready:
 		m.sweepSoon()
 	case <-m.ctx.Done():
 		return
@@ -453,12 +462,11 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 	}
 	place := sweep.Place(members)
 	// The active set is the log's (activeindex.go), once the index has
-	// read the log as it stood when the node started; until then no
-	// sweep can tell which runs are active.
-	select {
-	case <-n.actives.ready:
-	case <-ctx.Done():
-		return fmt.Errorf("actors: sweep: the active set is still reading the log: %w", ctx.Err())
+	// read the log as it stood when the node started (run waits for it
+	// before the first sweep); until then no sweep can tell which runs
+	// are active.
+	if !n.actives.isReady() {
+		return errors.New("actors: sweep: the active set is still reading the log")
 	}
 	var mine []activeEntry
 	seen := map[string]bool{}
@@ -473,12 +481,14 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 	// And the earlier builds' set: runs admitted by a member of one whose
 	// record is not written yet, and entries left behind.
 	var stale []staleMarker
+	inKV := map[string]bool{}
 	err = n.activeW.scan(ctx, "", func(run string, value []byte) error {
 		var a activeRun
 		if jsonUnmarshal(value, &a) != nil {
 			return nil
 		}
 		id := identity(a.SessionID, run)
+		inKV[id] = true
 		if !seen[id] && place.Owner(id) == m.addr {
 			mine = append(mine, activeEntry{session: a.SessionID, run: run})
 		}
@@ -531,6 +541,26 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 	}
 	if woken > 0 {
 		n.logger.Info("actors: swept runs whose owner is gone", "member", m.id, "woken", woken, "owned", len(mine))
+	}
+	if n.activeKV() && n.wroteNoKV.Load() {
+		// A member of an earlier build is in the cluster again, after this
+		// node stopped writing the bucket: it sweeps the bucket alone, so
+		// every active run goes back in it, those admitted meanwhile
+		// included.
+		var missing []activeEntry
+		for _, a := range fromLog {
+			if !inKV[identity(a.session, a.run)] {
+				missing = append(missing, a)
+			}
+		}
+		if len(missing) > 0 && n.backfilling.CompareAndSwap(false, true) {
+			go func() { // off the member's loop, one at a time
+				defer n.backfilling.Store(false)
+				ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+				defer cancel()
+				n.backfillActive(ctx, missing)
+			}()
+		}
 	}
 	if len(stale) > 0 && n.purging.CompareAndSwap(false, true) {
 		go func() { // off the member's loop, one at a time
@@ -597,6 +627,27 @@ func (n *Node) purgeStale(ctx context.Context, markers []staleMarker) {
 		}
 	})
 	n.logger.Info("actors: sweep: replaced old delete markers of the active set", "purged", purged.Load(), "failed", failed.Load(), "of", len(markers))
+}
+
+// backfillActive puts runs of the log's active set in the earlier builds'
+// bucket, a few at a time (they share the node's in-flight count with its
+// runs' commits). Every member does so for every run missing there: a
+// member of an earlier build owns some of them, and only reads the bucket.
+// A run that ended meanwhile and is put back is taken out by its next
+// activation (attempt), as any finished run's entry is.
+func (n *Node) backfillActive(ctx context.Context, runs []activeEntry) {
+	var put, failed atomic.Int64
+	parallel(len(runs), 8, func(i int) {
+		if ctx.Err() != nil { // the member stopped, or the time is up: the next sweep goes on
+			return
+		}
+		if err := n.markActive(ctx, runs[i].session, runs[i].run); err != nil {
+			failed.Add(1)
+		} else {
+			put.Add(1)
+		}
+	})
+	n.logger.Info("actors: sweep: put the active runs back in the earlier builds' active set, for a member of one", "put", put.Load(), "failed", failed.Load(), "of", len(runs))
 }
 
 // unleasedGrace is how long a created run may go without a lease before a

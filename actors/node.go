@@ -203,8 +203,12 @@ type Node struct {
 	// serverClock reads JetStream's clock (serverNow; tests move it).
 	serverClock func(context.Context) (time.Time, error)
 	// purging is set while a sweep's replacement of old delete markers
-	// runs (one at a time, off the member's loop).
-	purging atomic.Bool
+	// runs (one at a time, off the member's loop), backfilling while one
+	// puts the active runs back in the earlier builds' active set.
+	purging, backfilling atomic.Bool
+	// wroteNoKV is set once the node has left the earlier builds' active
+	// set unwritten (activeKV): runs it admitted since are missing there.
+	wroteNoKV atomic.Bool
 	models  map[string]model.Model
 	caps    map[string]runtime.Capability
 	logger  *slog.Logger
@@ -983,9 +987,10 @@ func (n *Node) activeKV() bool {
 	if m == nil {
 		return true
 	}
-	if p, ok := m.provider.(interface{ ActiveFromLog() bool }); ok {
-		return !p.ActiveFromLog()
+	if p, ok := m.provider.(interface{ ActiveFromLog() bool }); ok && !p.ActiveFromLog() {
+		return true
 	}
+	n.wroteNoKV.Store(true)
 	return false
 }
 

@@ -66,7 +66,9 @@ func (n *Node) openReadiness(ctx context.Context, js jetstream.JetStream, replic
 
 // Ready reports whether the node can take work and commit it now, and
 // when it cannot, why: NATS is connected, this member is in its cluster's
-// topology and its membership is current, and a probe write lands (a key
+// topology and its membership is current, its active set has read the
+// log as it stood at the start (so its first sweep can resume the runs it
+// owns), and a probe write lands (a key
 // of its own in a bucket replicated as the log, expiring). A JetStream
 // that refuses writes (a full disk or stream, no stream leader, JetStream
 // turned off) fails the probe. The probe is bounded by probeTimeout, and
@@ -93,6 +95,9 @@ func (n *Node) Ready(ctx context.Context) (bool, string) {
 	m.mu.Unlock()
 	if !in {
 		return false, "this member is not in the cluster's topology yet"
+	}
+	if why, reading := n.actives.reading(); reading {
+		return false, why // its first sweep, which resumes the runs it owns, waits for it
 	}
 	return n.probe(ctx, m.id)
 }
