@@ -209,9 +209,9 @@ type Node struct {
 	// wroteNoKV is set once the node has left the earlier builds' active
 	// set unwritten (activeKV): runs it admitted since are missing there.
 	wroteNoKV atomic.Bool
-	models  map[string]model.Model
-	caps    map[string]runtime.Capability
-	logger  *slog.Logger
+	models    map[string]model.Model
+	caps      map[string]runtime.Capability
+	logger    *slog.Logger
 
 	// consume delivers completions (completions.go); ready probes the
 	// node's readiness (ready.go).
