@@ -470,7 +470,10 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 	}
 	var mine []activeEntry
 	seen := map[string]bool{}
-	fromLog := n.actives.active()
+	var fromLog []activeEntry
+	if !EarlierActiveSet { // a build standing for an earlier one sweeps the bucket alone
+		fromLog = n.actives.active()
+	}
 	for _, a := range fromLog {
 		id := identity(a.session, a.run)
 		seen[id] = true

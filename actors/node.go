@@ -980,14 +980,17 @@ func (n *Node) followActive(stream jetstream.Stream) {
 // earlier build stays possible). A node alone, and a cluster whose every
 // member derives the set from the log, write nothing for it.
 func (n *Node) activeKV() bool {
-	if n.cfg.activeKV || n.cfg.SchemaLevel > 0 && n.cfg.SchemaLevel < events.SchemaVersion {
+	if EarlierActiveSet || n.cfg.activeKV || n.cfg.SchemaLevel > 0 && n.cfg.SchemaLevel < events.SchemaVersion {
 		return true
 	}
 	m := n.current()
 	if m == nil {
 		return true
 	}
-	if p, ok := m.provider.(interface{ ActiveFromLog() bool }); ok && !p.ActiveFromLog() {
+	n.mu.Lock() // tests swap a member's provider under it
+	provider := m.provider
+	n.mu.Unlock()
+	if p, ok := provider.(interface{ ActiveFromLog() bool }); ok && !p.ActiveFromLog() {
 		return true
 	}
 	n.wroteNoKV.Store(true)

@@ -538,7 +538,7 @@ func (c clusterOptions) configure(ctx context.Context, js njs.JetStream, cfg *ac
 			return cluster.NewProvider(cluster.Config{KV: kv, TTL: c.ttl, Heartbeat: c.heartbeat, Name: c.name, Logger: logger, Reads: events.SchemaVersion,
 				// A node pinned to an earlier level keeps a rollback to an
 				// earlier build possible: its runs go in that build's active set too.
-				KVActive: cfg.SchemaLevel > 0 && cfg.SchemaLevel < events.SchemaVersion})
+				KVActive: actors.EarlierActiveSet || cfg.SchemaLevel > 0 && cfg.SchemaLevel < events.SchemaVersion})
 		}}
 	// The members' remote uses the node's NATS certificate too: one
 	// certificate per node, one CA per cluster.
