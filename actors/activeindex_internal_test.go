@@ -141,17 +141,7 @@ func TestActiveIndexAwait(t *testing.T) {
 // alone), and is ready once it caught up.
 func TestActiveIndexFollowsTheLog(t *testing.T) {
 	ctx := context.Background()
-	nc := natstest.Connect(t, natstest.Server(t))
-	s, err := cjs.New(ctx, nc, cjs.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(ctx) })
-	js, _ := jetstream.New(nc)
-	stream, err := js.Stream(ctx, events.DefaultStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, stream := logStream(t)
 	pub := func(subject string) {
 		t.Helper()
 		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte("{}")}); err != nil {
@@ -166,14 +156,7 @@ func TestActiveIndexFollowsTheLog(t *testing.T) {
 	} {
 		pub(sub)
 	}
-	x := newActiveIndex()
-	fctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		x.follow(fctx, stream, slog.New(slog.DiscardHandler), func(d time.Duration) { time.Sleep(d) })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	x := following(t, stream)
 	select {
 	case <-x.ready:
 	case <-time.After(time.Minute):
@@ -202,8 +185,9 @@ func TestActiveIndexFollowsTheLog(t *testing.T) {
 	}
 }
 
-// An empty log: the index is ready at once.
-func TestActiveIndexOfAnEmptyLog(t *testing.T) {
+// logStream is a server's log stream, as a store creates it.
+func logStream(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
 	ctx := context.Background()
 	nc := natstest.Connect(t, natstest.Server(t))
 	s, err := cjs.New(ctx, nc, cjs.Config{})
@@ -216,14 +200,27 @@ func TestActiveIndexOfAnEmptyLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js, stream
+}
+
+// following is an index following stream until the test ends.
+func following(t *testing.T, stream jetstream.Stream) *activeIndex {
+	t.Helper()
 	x := newActiveIndex()
-	fctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		x.follow(fctx, stream, slog.New(slog.DiscardHandler), func(d time.Duration) { time.Sleep(d) })
+		x.follow(ctx, stream, slog.New(slog.DiscardHandler), func(d time.Duration) { time.Sleep(d) })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	return x
+}
+
+// An empty log: the index is ready at once.
+func TestActiveIndexOfAnEmptyLog(t *testing.T) {
+	_, stream := logStream(t)
+	x := following(t, stream)
 	select {
 	case <-x.ready:
 	case <-time.After(time.Minute):

@@ -556,27 +556,31 @@ func (n *Node) sweep(ctx context.Context, m *member, first, full bool) (err erro
 				missing = append(missing, a)
 			}
 		}
-		if len(missing) > 0 && n.backfilling.CompareAndSwap(false, true) {
-			go func() { // off the member's loop, one at a time
-				defer n.backfilling.Store(false)
-				ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
-				defer cancel()
-				n.backfillActive(ctx, missing)
-			}()
+		if len(missing) > 0 {
+			m.aside(&n.backfilling, func(ctx context.Context) { n.backfillActive(ctx, missing) })
 		}
 	}
-	if len(stale) > 0 && n.purging.CompareAndSwap(false, true) {
-		go func() { // off the member's loop, one at a time
-			defer n.purging.Store(false)
-			ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
-			defer cancel()
-			n.purgeStale(ctx, stale)
-		}()
+	if len(stale) > 0 {
+		m.aside(&n.purging, func(ctx context.Context) { n.purgeStale(ctx, stale) })
 	}
 	return nil
 }
 
 type activeEntry struct{ session, run string }
+
+// aside runs f off the member's loop, for two minutes at most, unless the
+// last one of its kind (busy) still runs: one at a time.
+func (m *member) aside(busy *atomic.Bool, f func(context.Context)) {
+	if !busy.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer busy.Store(false)
+		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+		defer cancel()
+		f(ctx)
+	}()
+}
 
 // sweepFacts reads what the sweep's decision needs of a run with no actor
 // here: its lease and, when it has none, its creation record.
