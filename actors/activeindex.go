@@ -250,6 +250,14 @@ func (x *activeIndex) consume(ctx context.Context, stream jetstream.Stream) erro
 	if err != nil {
 		return fmt.Errorf("ordered consumer: %w", err)
 	}
+	catching := len(cfg.FilterSubjects) == 0
+	if info := cons.CachedInfo(); catching && info != nil && info.NumPending == 0 {
+		// Nothing left to read from the position on (what lay between it
+		// and the target was removed): caught up, and an idle log would
+		// deliver nothing to say so.
+		x.caughtUp()
+		return nil
+	}
 	it, err := cons.Messages(jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
@@ -257,7 +265,6 @@ func (x *activeIndex) consume(ctx context.Context, stream jetstream.Stream) erro
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
-	catching := len(cfg.FilterSubjects) == 0
 	for {
 		msg, err := it.Next()
 		if err != nil {
