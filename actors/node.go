@@ -627,8 +627,21 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	drain.Stop()
 	n.shutdown()
+	// Attempts cancelled by the shutdown still finish their bookkeeping
+	// (a step reserved ahead given back: refundAhead) through the store's
+	// writers: those close after them, or after afterCancel at most.
+	after := n.cfg.Waits.NewTimer(afterCancel)
+	select {
+	case <-done:
+	case <-after.C():
+		n.logger.Warn("actors: attempts still running after they were cancelled; closing the store under them")
+	}
+	after.Stop()
 	return errors.Join(cut, n.closeAll(context.WithoutCancel(ctx)))
 }
+
+// afterCancel bounds the wait for cancelled attempts to return at Close.
+const afterCancel = 5 * time.Second
 
 // closeAll closes what Start opened (the store, the writers), last opened
 // first, once.
