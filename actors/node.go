@@ -996,13 +996,16 @@ func (n *Node) activeKV() bool {
 	if EarlierActiveSet || n.cfg.activeKV || n.cfg.SchemaLevel > 0 && n.cfg.SchemaLevel < events.SchemaVersion {
 		return true
 	}
-	m := n.current()
+	n.mu.Lock() // one lock for the member and its provider (tests swap the provider under it)
+	m := n.member
+	var provider cluster.ClusterProvider
+	if m != nil {
+		provider = m.provider
+	}
+	n.mu.Unlock()
 	if m == nil {
 		return true
 	}
-	n.mu.Lock() // tests swap a member's provider under it
-	provider := m.provider
-	n.mu.Unlock()
 	if p, ok := provider.(interface{ ActiveFromLog() bool }); ok && !p.ActiveFromLog() {
 		return true
 	}
@@ -1044,17 +1047,14 @@ func (n *Node) leaveActiveKV(ctx context.Context, runID string) error {
 	if n.activeKV() {
 		return n.leaveActive(ctx, runID)
 	}
-	m, err := n.activeW.w.Last(ctx, n.activeW.subject(runID))
+	_, rev, found, err := n.activeW.get(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("actors: read %s's entry in the active set: %w", runID, err)
 	}
-	if m == nil {
+	if !found {
 		return nil
 	}
-	if op := m.Header.Get(kvOperation); op == kvOperationDel || op == kvOperationPurge {
-		return nil
-	}
-	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, m.Sequence); err != nil && !errors.Is(err, runtime.ErrConflict) {
+	if err := n.activeW.purge(ctx, runID, activeMarkerTTL, rev); err != nil && !errors.Is(err, runtime.ErrConflict) {
 		return fmt.Errorf("actors: take %s out of the active set: %w", runID, err)
 	}
 	return nil

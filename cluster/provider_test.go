@@ -563,10 +563,7 @@ func TestConfigErrorsNameTheFieldAlone(t *testing.T) {
 // test's.
 func TestLevelIsWhatEveryMemberReadsAlone(t *testing.T) {
 	kv := bucket(t)
-	var mu sync.Mutex
-	now := time.Unix(1e9, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, advance := movingClock()
 	const raise = time.Minute
 	a := joinAloneWith(t, kv, "a", cluster.Config{Reads: 2, RaiseAfter: raise, Now: clock})
 	eventually(t, "a sees itself", func() bool { return sees(a, a) })
@@ -618,10 +615,7 @@ func TestLevelIsWhatEveryMemberReadsAlone(t *testing.T) {
 // off at once.
 func TestActiveFromLogOnceEveryMemberSaysSo(t *testing.T) {
 	kv := bucket(t)
-	var mu sync.Mutex
-	now := time.Unix(1e9, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, advance := movingClock()
 	const raise = time.Minute
 	a := joinAloneWith(t, kv, "a", cluster.Config{Reads: 2, RaiseAfter: raise, Now: clock})
 	eventually(t, "a sees itself", func() bool { return sees(a, a) })
@@ -645,6 +639,14 @@ func TestActiveFromLogOnceEveryMemberSaysSo(t *testing.T) {
 	fromLog(a, false, "a just after old left")
 	advance(raise)
 	fromLog(a, true, "a a RaiseAfter after old left")
+}
+
+// movingClock is a Config.Now the test moves on.
+func movingClock() (now func() time.Time, advance func(time.Duration)) {
+	var mu sync.Mutex
+	at := time.Unix(1e9, 0)
+	return func() time.Time { mu.Lock(); defer mu.Unlock(); return at },
+		func(d time.Duration) { mu.Lock(); at = at.Add(d); mu.Unlock() }
 }
 
 func TestLevelBeforeTheFirstReadIsOne(t *testing.T) {

@@ -41,11 +41,11 @@ func p1(ctx context.Context, cfg config) ([]row, error) {
 			if err != nil {
 				return nil, err
 			}
-			cairn, err := newLoader(runs, func(int) (func(context.Context) error, error) { return c.oneRun, nil })
+			cairn, err := c.loader(runs)
 			if err != nil {
 				return nil, err
 			}
-			cairn.counter = c.steps.Load
+			cairn.counter = c.steps.Load // steps, not commits
 			c.gaps.reset()
 			seq0, err := lastSeqs(ctx, js)
 			if err != nil {
