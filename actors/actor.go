@@ -193,6 +193,9 @@ func (a *runActor) perform(ctx actor.Context, eff lifecycle.Effect) {
 		n.logger.Debug("actors: attempt starts", "run", run, "reason", e.Reason)
 		go func() {
 			res, store, err := n.attempt(attemptCtx, m, session, run, e.Reason, kept)
+			if err == nil && res != nil && res.Reply != nil {
+				n.notify(run)
+			}
 			keepable := false
 			if errors.Is(err, runtime.ErrWaiting) {
 				// Off the mailbox: shedding walks the handle's caches.

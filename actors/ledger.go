@@ -81,8 +81,27 @@ type budgetView struct {
 	rev   uint64 // the entry's revision; 0 with known: no entry yet
 	known bool
 	// ahead: the attempt's next step is reserved already, by the write
-	// that recorded the response before it (recorder.RecordResponse).
+	// that recorded the response before it (recorder.RecordResponse) or
+	// by the one made at the attempt's start (ledger.reserveEarly).
 	ahead bool
+	// early is closed when the reservation made at the attempt's start
+	// has settled (nil: none was made). Whoever reads or writes the view
+	// after it was started waits for it first.
+	early chan struct{}
+}
+
+// settle waits for the reservation made at the attempt's start, if any:
+// until it is settled the view is its alone.
+func (v *budgetView) settle(ctx context.Context) error {
+	if v == nil || v.early == nil {
+		return nil
+	}
+	select {
+	case <-v.early:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // reservedAhead sets ahead: the step after the response just recorded is
@@ -194,6 +213,9 @@ func (l *ledger) update(ctx context.Context, root string, view *budgetView, f fu
 // by the root's other runs). One refused so stays reserved ahead, to be
 // given back when the attempt ends.
 func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) error {
+	if err := view.settle(ctx); err != nil {
+		return fmt.Errorf("actors: budget of %s: %w", root, err)
+	}
 	if e, ahead := view.takeAhead(); ahead {
 		if e.Tokens > 0 {
 			// Others drawing on the root (its descendants) may have spent
@@ -221,6 +243,57 @@ func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) err
 		return nil
 	})
 	return err
+}
+
+// reserveEarly reserves an attempt's first model step at its start, in
+// parallel with the attempt's first commit (a fresh run's revision 1),
+// instead of after it: one write less on the path of a run's first
+// response. It is a reservation ahead like RecordResponse's: BeforeModel
+// spends it (C35: the loop's order is unchanged, and the step is reserved
+// before any work of it), an attempt that ends before its model step
+// gives it back, and a crash leaves it spent. One the budget refuses, or
+// whose write fails, reserves nothing: BeforeModel then reserves on its
+// own and reports the refusal (C24). Call it once, before the attempt
+// runs; the view is the reservation's alone until it settles.
+func (l *ledger) reserveEarly(ctx context.Context, root string, view *budgetView) {
+	view.early = make(chan struct{})
+	view.mu.Lock()
+	e0, rev0, known0 := view.e, view.rev, view.known
+	view.mu.Unlock()
+	go func() {
+		defer close(view.early)
+		_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
+			if err := l.affords(*e, true); err != nil {
+				return err
+			}
+			e.UsedSteps++
+			return nil
+		})
+		if err == nil {
+			view.reservedAhead()
+			return
+		}
+		// Refused or failed, it leaves the view as it found it: a root
+		// with no entry yet is known only from its record's budget, which
+		// the gate's own reservation then creates the entry from.
+		view.mu.Lock()
+		if !view.known && known0 {
+			view.e, view.rev, view.known = e0, rev0, true
+		}
+		view.mu.Unlock()
+	}()
+}
+
+// giveBack gives back the step an attempt that ended holds reserved ahead,
+// if any, once the reservation made at its start has settled.
+func (l *ledger) giveBack(ctx context.Context, root string, view *budgetView) error {
+	if err := view.settle(ctx); err != nil {
+		return fmt.Errorf("actors: the reservation made at the attempt's start: %w", err)
+	}
+	if _, ahead := view.takeAhead(); !ahead {
+		return nil
+	}
+	return l.refund(ctx, root, view)
 }
 
 // refund gives back one step reserved and not taken.

@@ -186,6 +186,15 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 		{"tokens spent by another run of the root", runtime.Budget{Tokens: 100}, []op{{"reserve", false}, {"goes-on", false}, {"sibling", false}, {"reserve", true}, {"end", false}}, 1, 215, 4, 0},
 		{"tokens left after another run's", runtime.Budget{Tokens: 1000}, []op{{"reserve", false}, {"goes-on", false}, {"sibling", false}, {"reserve", false}, {"end", false}}, 2, 215, 3, 0},
 		{"an attempt that ends before its next step gives it back", runtime.Budget{Steps: 5}, []op{{"reserve", false}, {"goes-on", false}, {"end", false}}, 1, 15, 3, 0},
+		// The first step reserved at the attempt's start (reserveEarly),
+		// in parallel with its first commit: the writes are the same.
+		{"reserved at the start: two steps, three writes", runtime.Budget{Steps: 5}, []op{{"early", false}, {"reserve", false}, {"goes-on", false}, {"reserve", false}, {"completes", false}, {"end", false}}, 2, 30, 3, 0},
+		{"reserved at the start, no budget set", runtime.Budget{}, []op{{"early", false}, {"reserve", false}, {"completes", false}, {"end", false}}, 1, 15, 2, 0},
+		{"reserved at the start, the attempt ends before its model step: given back", runtime.Budget{Steps: 5}, []op{{"early", false}, {"end", false}}, 0, 0, 2, 0},
+		// A budget spent by an earlier attempt: the reservation at the start
+		// is refused with no write, and the gate reports the refusal.
+		{"a spent budget refuses the reservation at the start", runtime.Budget{Steps: 1}, []op{{"reserve", false}, {"goes-on", false}, {"attempt", false}, {"early", false}, {"reserve", true}, {"end", false}}, 1, 15, 2, 0},
+		{"a passed deadline refuses the reservation at the start", runtime.Budget{Steps: 5, Timeout: time.Minute}, []op{{"later", false}, {"early", false}, {"reserve", true}, {"end", false}}, 0, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
@@ -201,14 +210,21 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 				switch o.do {
 				case "reserve":
 					err = l.reserve(ctx, "root", v)
+				case "early": // as Node.attempt, before the run loop starts
+					l.reserveEarly(ctx, "root", v)
+				case "attempt": // the next attempt: a view of its own
+					v = &budgetView{}
+					if _, err = l.deadline(ctx, rec, v); err == nil {
+						r.view = v
+					}
+				case "later":
+					now = now.Add(time.Hour)
 				case "compaction":
 					err = r.RecordResponse(ctx, model.PurposeCompaction, goesOn)
 				case "sibling":
 					err = recorder{l: l, root: "root", view: &budgetView{}}.RecordUsage(ctx, model.PurposeStep, model.Usage{InputTokens: 200})
 				case "end": // as Node.refundAhead
-					if _, ahead := v.takeAhead(); ahead {
-						err = l.refund(ctx, "root", v)
-					}
+					err = l.giveBack(ctx, "root", v)
 				default:
 					resp := map[string]*model.Response{"goes-on": goesOn, "completes": completes, "waits": waits, "nudged": nudged}[o.do]
 					err = r.RecordResponse(ctx, model.PurposeStep, resp)
@@ -219,6 +235,9 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 				}
 			}
 			e, err := l.usage(ctx, "root")
+			if errors.Is(err, jetstream.ErrKeyNotFound) && tc.writes == 0 {
+				e, err = budgetEntry{}, nil // never written: no entry
+			}
 			if err != nil || e.UsedSteps != tc.steps || e.InputTokens+e.OutputTokens != tc.tokens {
 				t.Fatalf("entry %+v, %v; want %d steps and %d tokens", e, err, tc.steps, tc.tokens)
 			}

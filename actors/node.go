@@ -1289,7 +1289,18 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		// not written it yet, or never will (admission.go).
 		return nil, nil, n.unrecorded(ctx, sessionID, runID)
 	}
+	// The run's status and its root's budget are independent reads: made
+	// at once, an attempt starts a round trip sooner.
+	budget := &budgetView{}
+	var dl time.Time
+	var dlErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		dl, dlErr = n.ledger.deadline(ctx, rec, budget)
+	}()
 	st, err := n.runlog.status(ctx, sessionID, runID)
+	<-read
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1307,9 +1318,8 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
 	}
-	budget := &budgetView{}
-	if dl, err := n.ledger.deadline(ctx, rec, budget); err != nil {
-		return nil, nil, err
+	if dlErr != nil {
+		return nil, nil, dlErr
 	} else if !dl.IsZero() {
 		if !n.now().Before(dl) {
 			return nil, nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
@@ -1326,6 +1336,12 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		if store, err = m.store.Open(ctx, sessionID, runID); err != nil {
 			return nil, nil, err
 		}
+	}
+	if s, ok := store.(interface{ AwaitsModel() bool }); ok && s.AwaitsModel() {
+		// The attempt's first step is a model request: reserved now, while
+		// the attempt starts (a fresh run commits revision 1 meanwhile),
+		// not after (ledger.reserveEarly).
+		n.ledger.reserveEarly(ctx, rec.RootRunID, budget)
 	}
 	subs := make([]runtime.AgentDefinition, 0, len(a.Definition.Subagents))
 	for _, s := range a.Definition.Subagents {
@@ -1374,12 +1390,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 // as a crash after any reservation does (C35); a refund that fails is
 // logged and the step stays spent.
 func (n *Node) refundAhead(rec *events.Run, budget *budgetView) {
-	if _, ahead := budget.takeAhead(); !ahead {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
 	defer cancel()
-	if err := n.ledger.refund(ctx, rec.RootRunID, budget); err != nil {
+	if err := n.ledger.giveBack(ctx, rec.RootRunID, budget); err != nil {
 		n.logger.Warn("actors: a step reserved ahead and not taken stays spent", "run", rec.RunID, "root", rec.RootRunID, "err", err)
 	}
 }

@@ -297,6 +297,9 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 	// One read for the rest (a multi-last direct get on a single replica):
 	// the run's checkpoint, its lease, the session's latest lease and
 	// compaction (kept for the window, which every run that commits loads).
+	// After the fence's read, never at once: a write between the two
+	// reads then fails the lease's publish, where with the rest read first
+	// a lease taken meanwhile could be missed and its epoch taken again.
 	lasts, err := s.Lasts(ctx, events.RunCheckpoints(sessionID, runID), events.RunLease(sessionID, runID),
 		events.SessionLeases(sessionID), events.SessionCompactions(sessionID))
 	if err != nil {
@@ -495,6 +498,7 @@ type RunStore struct {
 	rev       int64
 	cpData    []byte // the committed checkpoint as encoded in the log, for identical retries
 	completed bool
+	phase     runtime.Phase // the committed checkpoint's ("" before revision 1)
 	// used is every call ID the committed checkpoint lists. The log lists
 	// them in full only now and then (at most every maxUsedCallIDsDelta
 	// IDs); in between, a revision lists those added since the last full
@@ -545,7 +549,7 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 		return err
 	}
 	cp := &p.Checkpoint
-	h.rev, h.completed = cp.Revision, cp.Reply != nil
+	h.rev, h.completed, h.phase = cp.Revision, cp.Reply != nil, cp.Phase
 	if h.used, h.base, err = h.s.usedCallIDs(ctx, m.Sequence, p, h.session, h.run); err != nil {
 		return err
 	}
@@ -733,6 +737,16 @@ var errFound = errors.New("found")
 // LogOn are their callers' to close; run handles fail after it.
 func (s *Store) Close(ctx context.Context) error { return s.Log.Close(ctx) }
 
+// AwaitsModel reports whether the run's next step is a model request: a
+// writable handle of a run with no checkpoint yet (its first commit,
+// revision 1, is of the model phase) or whose checkpoint is of the model
+// phase. A node reserves that step while the attempt starts (actors).
+func (h *RunStore) AwaitsModel() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch > 0 && !h.completed && (h.rev == 0 || h.phase == runtime.PhaseModel)
+}
+
 // LoadCheckpoint implements runtime.Store.
 func (h *RunStore) LoadCheckpoint(ctx context.Context) (*runtime.Checkpoint, error) {
 	h.mu.Lock()
@@ -849,7 +863,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		return fmt.Errorf("jetstream: save run %s rev %d: %w", h.run, cp.Revision, err)
 	}
 	h.seq, h.rev, h.cpData = seq, cp.Revision, b
-	h.completed = cp.Reply != nil
+	h.completed, h.phase = cp.Reply != nil, cp.Phase
 	if ids := cp.UsedCallIDs; !full && len(ids) >= len(h.used) && slices.Equal(ids[h.base.n:len(h.used)], h.used[h.base.n:]) {
 		h.used = append(h.used, ids[len(h.used):]...) // the usual case: a few IDs more
 	} else {

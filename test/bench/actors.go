@@ -90,6 +90,17 @@ func calcSteps(n int) *model.Scripted {
 	}}
 }
 
+// calcStepwise is n model steps of one trivial run_js call each, then
+// complete: the peers' shape, a model step per durable step.
+func calcStepwise(n int) *model.Scripted {
+	steps := make([]model.Response, 0, n+1)
+	for i := range n {
+		steps = append(steps, model.Reply(model.Call(fmt.Sprintf("c%d", i), "run_js", `{"code":"return 1"}`)))
+	}
+	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
+	return &model.Scripted{Steps: steps}
+}
+
 // workerModel completes at once, or, with a gate, once its input's key is
 // released (or never: B5).
 type workerModel struct {
@@ -130,12 +141,18 @@ type calcNode struct {
 const calcCalls = 10 // run_js calls per calc run, plus complete
 
 func startCalcNode(ctx context.Context, gc jetstream.GroupCommit) (*calcNode, error) {
+	return startCalcNodeWith(ctx, gc, calcSteps(calcCalls))
+}
+
+// startCalcNodeWith is startCalcNode with calc's model given: a run shape
+// of calcCalls run_js calls and complete.
+func startCalcNodeWith(ctx context.Context, gc jetstream.GroupCommit, calc model.Model) (*calcNode, error) {
 	_, nc, done, err := server(false)
 	if err != nil {
 		return nil, err
 	}
 	c := &calcNode{nc: nc}
-	c.node, err = nodeSetup{calc: calcSteps(calcCalls), executors: c.timed, store: jetstream.Config{GroupCommit: gc,
+	c.node, err = nodeSetup{calc: calc, executors: c.timed, store: jetstream.Config{GroupCommit: gc,
 		OnCommit: func(ev jetstream.CommitEvent) {
 			if ev.Err == nil {
 				c.commits.Add(1)

@@ -9,58 +9,74 @@ import (
 	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cairn-agents/cairn/runtime/model"
 )
 
 // w1: durable writes per tool call, counted on the server: every stream's
 // last sequence (the log and each of the node's KV buckets: each write,
-// batched or not, takes one) before and after whole calc runs (10 run_js
-// calls and complete), at 1 and at 64 runs at once. The baseline is the
-// physical minimum for a run in steady state, one write per call; the
-// ratio is that over Cairn's count (1.0: one write per call).
+// batched or not, takes one) before and after whole runs of 10 run_js
+// calls and complete, per run shape: the 10 calls in one model response
+// (at 1 and at 64 runs at once), and one call per response (10 model
+// steps, the peers' shape). The baseline is the physical minimum for a
+// run in steady state, one write per call; the ratio is that over
+// Cairn's count (1.0: one write per call).
 func w1(ctx context.Context, cfg config) ([]row, error) {
-	c, err := startCalcNode(ctx, cfg.gc)
-	if err != nil {
-		return nil, err
-	}
-	defer c.done()
-	js, _ := njs.New(c.nc)
 	runsPer := map[int]int{1: 20, 64: 128}
 	if cfg.smoke {
 		runsPer = map[int]int{1: 2, 64: 4}
 	}
 	var rows []row
-	for _, conc := range []int{1, 64} {
-		r := row{scenario: "W1", what: fmt.Sprintf("durable writes per tool call, %d run(s) at once", conc), target: 1,
-			note: "SyncAlways; 10 run_js + complete per run; every stream's sequences counted on the server"}
-		for rep := 0; rep < cfg.reps; rep++ {
-			before, err := lastSeqs(ctx, js)
-			if err != nil {
-				return nil, err
-			}
-			n := runsPer[conc]
-			if err := calcRuns(ctx, c, n, conc); err != nil {
-				return nil, err
-			}
-			after, err := settledSeqs(ctx, js)
-			if err != nil {
-				return nil, err
-			}
-			calls := float64(n * (calcCalls + 1))
-			total := 0.0
-			var parts []string
-			for _, name := range sortedStreams(after) {
-				d := float64(after[name] - before[name])
-				if d == 0 {
-					continue
-				}
-				total += d
-				parts = append(parts, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "KV_"), d/calls))
-			}
-			r.ratio = append(r.ratio, calls/total)
-			r.cairn = fmt.Sprintf("%.2f writes per call (%s)", total/calls, strings.Join(parts, ", "))
-			r.baseline = "1 write per call"
+	for _, shape := range []struct {
+		name  string
+		model func() *model.Scripted
+		concs []int
+	}{
+		{"10 run_js in one response + complete", func() *model.Scripted { return calcSteps(calcCalls) }, []int{1, 64}},
+		{"one run_js per response (10) + complete", func() *model.Scripted { return calcStepwise(calcCalls) }, []int{1}},
+	} {
+		c, err := startCalcNodeWith(ctx, cfg.gc, shape.model())
+		if err != nil {
+			return nil, err
 		}
-		rows = append(rows, r)
+		js, _ := njs.New(c.nc)
+		for _, conc := range shape.concs {
+			r := row{scenario: "W1", what: fmt.Sprintf("durable writes per tool call, %s, %d run(s) at once", shape.name, conc), target: 1,
+				note: "SyncAlways; every stream's sequences counted on the server"}
+			for rep := 0; rep < cfg.reps; rep++ {
+				before, err := lastSeqs(ctx, js)
+				if err != nil {
+					c.done()
+					return nil, err
+				}
+				n := runsPer[conc]
+				if err := calcRuns(ctx, c, n, conc); err != nil {
+					c.done()
+					return nil, err
+				}
+				after, err := settledSeqs(ctx, js)
+				if err != nil {
+					c.done()
+					return nil, err
+				}
+				calls := float64(n * (calcCalls + 1))
+				total := 0.0
+				var parts []string
+				for _, name := range sortedStreams(after) {
+					d := float64(after[name] - before[name])
+					if d == 0 {
+						continue
+					}
+					total += d
+					parts = append(parts, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "KV_"), d/calls))
+				}
+				r.ratio = append(r.ratio, calls/total)
+				r.cairn = fmt.Sprintf("%.2f writes per call (%s)", total/calls, strings.Join(parts, ", "))
+				r.baseline = "1 write per call"
+			}
+			rows = append(rows, r)
+		}
+		c.done()
 	}
 	return rows, nil
 }
