@@ -92,7 +92,9 @@ func loadScript(path string) (*model.Scripted, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("script %s: %w", path, err)
 	}
-	s := &model.Scripted{}
+	// The node serves the script for as long as it runs: it keeps none of
+	// the requests (a copy of each, for tests, by default).
+	s := &model.Scripted{NoRecord: true}
 	for i, st := range f.Steps {
 		var parts []model.Part
 		if st.Text != "" {

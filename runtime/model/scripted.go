@@ -23,10 +23,15 @@ var ErrUnexpectedRequest = errors.New("model: scripted model got an unexpected r
 // by Summarize.
 //
 // Scripted records every request it receives (Requests) so tests can check
-// what a model would have seen.
+// what a model would have seen, unless NoRecord is set.
 type Scripted struct {
 	// Steps are the step responses in order.
 	Steps []Response
+	// NoRecord keeps no requests (Requests returns none). A node serving a
+	// script for as long as it runs, or a benchmark, would otherwise keep a
+	// copy of every request it was ever sent: memory that only grows, and
+	// a heap the collector scans again and again.
+	NoRecord bool
 	// Summarize answers compaction requests; nil fails them.
 	Summarize func(req Request) (Response, error)
 	// StepErrors optionally fails the n-th step request (by the same index)
@@ -43,9 +48,11 @@ func (s *Scripted) Generate(ctx context.Context, req Request) (*Response, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.requests = append(s.requests, cloneRequest(req))
-	s.mu.Unlock()
+	if !s.NoRecord {
+		s.mu.Lock()
+		s.requests = append(s.requests, cloneRequest(req))
+		s.mu.Unlock()
+	}
 	if req.Purpose == PurposeCompaction {
 		if s.Summarize == nil {
 			return nil, fmt.Errorf("%w: compaction request but no Summarize", ErrUnexpectedRequest)

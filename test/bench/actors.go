@@ -84,7 +84,7 @@ func calcSteps(n int) *model.Scripted {
 	for i := range parts {
 		parts[i] = model.Call(fmt.Sprintf("c%d", i), "run_js", `{"code":"return 1"}`)
 	}
-	return &model.Scripted{Steps: []model.Response{
+	return &model.Scripted{NoRecord: true, Steps: []model.Response{
 		model.Reply(parts...),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)),
 	}}
@@ -98,7 +98,7 @@ func calcStepwise(n int) *model.Scripted {
 		steps = append(steps, model.Reply(model.Call(fmt.Sprintf("c%d", i), "run_js", `{"code":"return 1"}`)))
 	}
 	steps = append(steps, model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ok"}}`)))
-	return &model.Scripted{Steps: steps}
+	return &model.Scripted{NoRecord: true, Steps: steps}
 }
 
 // workerModel completes at once, or, with a gate, once its input's key is
@@ -343,7 +343,7 @@ func b4(ctx context.Context, cfg config) (row, error) {
 		spawns = append(spawns, model.Call(id, "spawn_worker", fmt.Sprintf(`{"n":%d}`, i)))
 		ids = append(ids, `"`+id+`"`)
 	}
-	planner := &model.Scripted{Steps: []model.Response{
+	planner := &model.Scripted{NoRecord: true, Steps: []model.Response{
 		model.Reply(spawns...),
 		model.Reply(model.Call("w", "wait_calls", `{"ids":[`+strings.Join(ids, ",")+`],"timeout_seconds":3600}`)),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"ten"}}`)),
