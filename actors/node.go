@@ -360,7 +360,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: stream: %w", err)
 	}
-	n.runlog = &runLog{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes)}
+	n.runlog = &runLog{store: n.store, now: cfg.Now, records: lru.New[string, events.Run](recordCacheItems, recordCacheBytes),
+		created: lru.New[string, uint64](recordCacheItems, recordCacheItems*128)}
 	n.followActive(stream)
 	replicas := max(cfg.Store.Replicas, 1)
 	bucket := func(name string) error {
@@ -1289,38 +1290,44 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		// not written it yet, or never will (admission.go).
 		return nil, nil, n.unrecorded(ctx, sessionID, runID)
 	}
-	// The run's status and its root's budget are independent reads: made
-	// at once, an attempt starts a round trip sooner.
 	budget := &budgetView{}
-	var dl time.Time
-	var dlErr error
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		dl, dlErr = n.ledger.deadline(ctx, rec, budget)
-	}()
-	st, err := n.runlog.status(ctx, sessionID, runID)
-	<-read
+	store, dl, err := n.openCreated(ctx, m, rec, kept, budget)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !st.Status.Active() {
-		// Nothing to attempt. A finished run still in the active set (an
-		// Adopt of a finished run wrote it again; a full sweep woke it;
-		// an earlier build's entry left when the cluster stopped writing
-		// them) leaves it now.
-		if err := n.leaveActiveKV(ctx, runID); err != nil {
+	if store == nil {
+		// The run's status and its root's budget are independent reads:
+		// made at once, an attempt starts a round trip sooner.
+		var dlErr error
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			dl, dlErr = n.ledger.deadline(ctx, rec, budget)
+		}()
+		st, err := n.runlog.status(ctx, sessionID, runID)
+		<-read
+		if err != nil {
 			return nil, nil, err
 		}
-		return nil, nil, errEnded
+		if !st.Status.Active() {
+			// Nothing to attempt. A finished run still in the active set (an
+			// Adopt of a finished run wrote it again; a full sweep woke it;
+			// an earlier build's entry left when the cluster stopped writing
+			// them) leaves it now.
+			if err := n.leaveActiveKV(ctx, runID); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, errEnded
+		}
+		if dlErr != nil {
+			return nil, nil, dlErr
+		}
 	}
 	a, ok := n.agents[rec.Agent]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
 	}
-	if dlErr != nil {
-		return nil, nil, dlErr
-	} else if !dl.IsZero() {
+	if !dl.IsZero() {
 		if !n.now().Before(dl) {
 			return nil, nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
 		}
@@ -1331,7 +1338,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		t := n.cfg.Clock.AfterFunc(dl.Sub(n.now()), func() { cancel(errWallClockDeadline) })
 		defer func() { t.Stop(); cancel(nil) }()
 	}
-	store = kept
+	if store == nil {
+		store = kept
+	}
 	if store == nil {
 		if store, err = m.store.Open(ctx, sessionID, runID); err != nil {
 			return nil, nil, err
@@ -1381,6 +1390,55 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		n.cfg.OnAttempt(AttemptEnded{Run: *rec, Reason: reason.String(), Took: time.Since(started), Outcome: outcome})
 	}
 	return res, store, err
+}
+
+// openCreated opens, with no read, a run this node created in a new
+// session, on its first attempt here (cjs.Store.OpenCreated): its lease,
+// fenced on the record's sequence, lands only while the session holds the
+// record alone, so the run has no end and no other holder, and the
+// attempt needs neither the status read nor Open's. A fresh root's budget
+// has no entry yet (its first reservation makes it): its record's budget
+// stands for it, with no read either. It returns a nil store (and nothing
+// written) when the run is not such a run, or its session moved on (a
+// cancel, an attempt elsewhere): the attempt then reads the log as any
+// other does. dl is the root's wall-clock deadline (zero: none).
+func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept runtime.Store, budget *budgetView) (store runtime.Store, dl time.Time, err error) {
+	if kept != nil {
+		return nil, time.Time{}, nil
+	}
+	seq, ok := n.runlog.takeCreated(rec.SessionID, rec.RunID)
+	if _, deployed := n.agents[rec.Agent]; !ok || !deployed {
+		return nil, time.Time{}, nil
+	}
+	var dlErr error
+	read := make(chan struct{})
+	if rec.RootRunID == rec.RunID && rec.Budget != nil {
+		e := entryOf(rec.Budget)
+		budget.set(e, 0)
+		if e.Deadline > 0 {
+			dl = time.Unix(0, e.Deadline)
+			if !n.now().Before(dl) {
+				return nil, time.Time{}, nil // the usual path says so, with nothing written first
+			}
+		}
+		close(read)
+	} else {
+		go func() {
+			defer close(read)
+			dl, dlErr = n.ledger.deadline(ctx, rec, budget)
+		}()
+	}
+	h, err := m.store.OpenCreated(ctx, rec.SessionID, rec.RunID, seq)
+	<-read
+	switch {
+	case errors.Is(err, runtime.ErrConflict):
+		return nil, time.Time{}, nil
+	case err != nil:
+		return nil, time.Time{}, err
+	case dlErr != nil:
+		return nil, time.Time{}, dlErr
+	}
+	return h, dl, nil
 }
 
 // refundAhead gives back a step the attempt reserved ahead (with the

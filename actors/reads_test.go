@@ -86,7 +86,8 @@ func threeChildrenCounted(t *testing.T, h *harness) (n *actors.Node, api *apiCou
 // to completion without a consumer made for it (Complete lists a run's
 // children with direct gets, not a key listing, which made and deleted a
 // consumer at every completion), and each run's record is read from the
-// log once (records never change; the node keeps them).
+// log once at most (records never change; the node keeps them, from their
+// write when it wrote them).
 func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
 	n, api, sess, run := threeChildrenCounted(t, &harness{parent: threeChildren(), child: childModel{}})
 	result(t, n, sess, run)
@@ -95,8 +96,8 @@ func TestRunReadsNoConsumerAndRecordsOnce(t *testing.T) {
 	if api.creates != 0 {
 		t.Errorf("%d consumers created while the runs ran, want none", api.creates)
 	}
-	if len(api.created) != 4 {
-		t.Errorf("records read of %d runs, want 4 (parent and three children): %v", len(api.created), api.created)
+	if len(api.created) > 4 {
+		t.Errorf("records read of %d runs, want 4 at most (parent and three children): %v", len(api.created), api.created)
 	}
 	for subject, reads := range api.created {
 		if reads != 1 {

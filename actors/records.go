@@ -41,6 +41,13 @@ type runLog struct {
 	// record read once is the record; every attempt and every completion
 	// reads its run's.
 	records *lru.Cache[string, events.Run]
+	// created keeps, for runs this node created in a new session, the
+	// record's sequence, until the run's first attempt here takes it: the
+	// session then holds that record alone, unless it moved on since,
+	// which the attempt's lease, fenced on it, finds out
+	// (cjs.Store.OpenCreated). Bounded: a run attempted on another member
+	// leaves its entry to be pushed out.
+	created *lru.Cache[string, uint64]
 }
 
 // Bounds of the run record cache: records carry the run's message. A few
@@ -114,11 +121,28 @@ var errExists = cjs.ErrRunExists
 // record when the run was created before, runtime.ErrConflict when the
 // session moved on without it.
 func (l *runLog) createRun(ctx context.Context, r events.Run, expectSeq uint64) (*events.Run, error) {
-	got, err := l.store.CreateRun(ctx, r, expectSeq, l.now())
+	got, seq, err := l.store.CreateRunSeq(ctx, r, expectSeq, l.now())
 	if err != nil {
 		return got, fmt.Errorf("actors: %w", err)
 	}
+	key := r.SessionID + "/" + r.RunID
+	if l.records != nil {
+		// Written now, never changed: its first attempt reads it here.
+		l.records.Add(key, r, len(r.Message)+len(key)+256)
+	}
+	if l.created != nil && expectSeq == 0 && seq > 0 {
+		l.created.Add(key, seq, len(key)+16)
+	}
 	return got, nil
+}
+
+// takeCreated returns, once, the sequence of a run's record when this node
+// created it in a new session (see created).
+func (l *runLog) takeCreated(sessionID, runID string) (uint64, bool) {
+	if l.created == nil {
+		return 0, false
+	}
+	return l.created.Take(sessionID + "/" + runID)
 }
 
 // readRun returns a run's record, nil when there is none.

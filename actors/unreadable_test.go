@@ -23,7 +23,8 @@ import (
 func TestRunOfANewerSchemaParks(t *testing.T) {
 	g := &gate{}
 	nc := natstest.Connect(t, natstest.Server(t))
-	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, maxRetries: 1}
+	p := &parked{}
+	h := &harness{nc: nc, parent: threeChildren(), child: childModel{g: g}, maxRetries: 1, sink: p.sink}
 	n1 := h.start(t)
 	sess, run, err := n1.Run(context.Background(), "planner", "Outlive a newer build.")
 	if err != nil {
@@ -32,7 +33,13 @@ func TestRunOfANewerSchemaParks(t *testing.T) {
 	g.release(`{"n":1}`)
 	cs, cr := actors.ChildIDs(run, "a")
 	result(t, n1, cs, cr)
+	// Every child spawned (the parent parked on them) before the newer
+	// build's commit: a parent parked unread spawns nothing more. Closing
+	// at child a's end left child c unspawned when a's run was quicker
+	// than the parent's third spawn, and the test waited for it forever.
+	waitParked(t, p, run)
 	closeNode(t, n1)
+	h.sink = nil
 
 	// A newer build wrote the run's last commit.
 	body := fmt.Sprintf(`{"type":"cairn.checkpoint.committed","version":%d,"session_id":%q,"run_id":%q,"revision":99,"epoch":9,"time":"2026-12-02T00:00:00Z","data":{"checkpoint":{"revision":99},"a_field_of_tomorrow":1}}`,

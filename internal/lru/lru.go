@@ -67,6 +67,21 @@ func (c *Cache[K, V]) Add(key K, val V, size int) {
 	}
 }
 
+// Take returns the value of key and removes it.
+func (c *Cache[K, V]) Take(key K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byKey[key]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	e := c.order.Remove(el).(*entry[K, V])
+	delete(c.byKey, key)
+	c.bytes -= e.size
+	return e.val, true
+}
+
 // Len is the number of entries kept.
 func (c *Cache[K, V]) Len() int {
 	c.mu.Lock()

@@ -63,3 +63,34 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("%d entries, bound 64", c.Len())
 	}
 }
+
+func TestTake(t *testing.T) {
+	c := New[string, int](2, 100)
+	c.Add("a", 1, 25)
+	c.Add("b", 2, 25)
+	if v, ok := c.Take("a"); !ok || v != 1 {
+		t.Fatalf("Take(a) = %d, %v; want 1, true", v, ok)
+	}
+	if _, ok := c.Take("a"); ok {
+		t.Fatal("a taken twice")
+	}
+	c.Add("c", 3, 25) // a's slot was given back: b stays
+	for _, k := range []string{"b", "c"} {
+		if _, ok := c.Get(k); !ok {
+			t.Errorf("%s evicted after a Take made room", k)
+		}
+	}
+	// And its bytes: four of 25 fill 100; one taken, a fifth fits.
+	b := New[int, int](10, 100)
+	for i := 0; i < 4; i++ {
+		b.Add(i, i, 25)
+	}
+	b.Take(0)
+	b.Add(4, 4, 25)
+	if b.Len() != 4 {
+		t.Errorf("%d entries, want 4", b.Len())
+	}
+	if _, ok := b.Get(1); !ok {
+		t.Error("an entry evicted after a Take made room")
+	}
+}

@@ -32,12 +32,19 @@ var ErrRunExists = errors.New("jetstream: run exists")
 //   - any other error when the outcome is unknown (a later CreateRun of
 //     the same r answers ErrRunExists if it was stored).
 func (s *Store) CreateRun(ctx context.Context, r events.Run, expectSeq uint64, at time.Time) (*events.Run, error) {
+	got, _, err := s.CreateRunSeq(ctx, r, expectSeq, at)
+	return got, err
+}
+
+// CreateRunSeq is CreateRun, with the record's sequence when this call
+// stored it (zero otherwise).
+func (s *Store) CreateRunSeq(ctx context.Context, r events.Run, expectSeq uint64, at time.Time) (*events.Run, uint64, error) {
 	if r.RunID == "" {
-		return nil, fmt.Errorf("jetstream: create run of session %s: empty run ID", r.SessionID)
+		return nil, 0, fmt.Errorf("jetstream: create run of session %s: empty run ID", r.SessionID)
 	}
 	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, at, r)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: create run %s: %w", r.RunID, err)
+		return nil, 0, fmt.Errorf("jetstream: create run %s: %w", r.RunID, err)
 	}
 	// The Msg-Id is this call's own, not one every creation of the run
 	// shares: with a shared one a second creation within the duplicate
@@ -48,30 +55,30 @@ func (s *Store) CreateRun(ctx context.Context, r events.Run, expectSeq uint64, a
 	id := uniqueID("created." + r.SessionID + "." + r.RunID + ".")
 	body, hdrs, err := s.cfg.Keys.Encode(ev, id)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: create run %s: %w", r.RunID, err)
+		return nil, 0, fmt.Errorf("jetstream: create run %s: %w", r.RunID, err)
 	}
 	msg := nats.NewMsg(events.RunCreatedSubject(r.SessionID, r.RunID))
 	msg.Data = body
 	for k, v := range hdrs {
 		msg.Header.Set(k, v)
 	}
-	_, err = s.Write(ctx, msg, id, events.SessionAll(r.SessionID), expectSeq)
+	seq, err := s.Write(ctx, msg, id, events.SessionAll(r.SessionID), expectSeq)
 	if err == nil {
-		return &r, nil
+		return &r, seq, nil
 	}
 	if !errors.Is(err, runtime.ErrConflict) {
-		return nil, fmt.Errorf("jetstream: create run %s of session %s: %w", r.RunID, r.SessionID, err)
+		return nil, 0, fmt.Errorf("jetstream: create run %s of session %s: %w", r.RunID, r.SessionID, err)
 	}
 	// Fenced out: by the run's own record (created before), or by other
 	// events of the session.
 	existing, rerr := s.ReadRun(ctx, r.SessionID, r.RunID)
 	if rerr != nil {
-		return nil, fmt.Errorf("jetstream: create run %s of session %s: %w; then: %w", r.RunID, r.SessionID, err, rerr)
+		return nil, 0, fmt.Errorf("jetstream: create run %s of session %s: %w; then: %w", r.RunID, r.SessionID, err, rerr)
 	}
 	if existing != nil {
-		return existing, fmt.Errorf("jetstream: create run %s of session %s: %w", r.RunID, r.SessionID, ErrRunExists)
+		return existing, 0, fmt.Errorf("jetstream: create run %s of session %s: %w", r.RunID, r.SessionID, ErrRunExists)
 	}
-	return nil, fmt.Errorf("jetstream: create run %s of session %s: %w", r.RunID, r.SessionID, err)
+	return nil, 0, fmt.Errorf("jetstream: create run %s of session %s: %w", r.RunID, r.SessionID, err)
 }
 
 // ReadRun returns a run's record, nil when there is none. It reads the

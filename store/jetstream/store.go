@@ -336,19 +336,59 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 	if lease != nil {
 		epoch = lease.Epoch + 1
 	}
-	ev, err := events.New(events.LeaseAcquired, sessionID, runID, h.rev, epoch, s.cfg.Now(), events.Lease{Holder: s.cfg.Holder, Epoch: epoch})
-	if err != nil {
+	if err := h.takeLease(ctx, epoch); err != nil {
 		return nil, err
 	}
-	id := fmt.Sprintf("%s.%s.lease.%d", sessionID, runID, epoch)
+	return h, nil
+}
+
+// OpenCreated is Open for a run whose session holds nothing but the run's
+// own record, at sequence seq: the caller created the record fenced on an
+// empty session, and has read nothing of the session since. It takes the
+// lease (epoch 1) without a read: the lease's write is fenced on seq, so it
+// lands only while the session is as the caller left it (no end or purge,
+// no one's lease or commit), and the handle starts from that empty session
+// (no checkpoint, no window to read). A session that moved on fails it
+// with an error wrapping runtime.ErrConflict, and nothing is written: open
+// the run with Open then.
+func (s *Store) OpenCreated(ctx context.Context, sessionID, runID string, seq uint64) (*RunStore, error) {
+	if err := events.ValidID(sessionID); err != nil {
+		return nil, fmt.Errorf("jetstream: open: session: %w", err)
+	}
+	if err := events.ValidID(runID); err != nil {
+		return nil, fmt.Errorf("jetstream: open: run: %w", err)
+	}
+	if seq == 0 {
+		return nil, fmt.Errorf("jetstream: open run %s: no record sequence", runID)
+	}
+	h := &RunStore{s: s, session: sessionID, run: runID, seq: seq, compactionRead: true, loaded: true, ids: map[string]bool{}}
+	if err := h.takeLease(ctx, 1); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// takeLease writes the run's lease at epoch, fenced on the session's last
+// sequence as the handle read it (h.seq).
+func (h *RunStore) takeLease(ctx context.Context, epoch int64) error {
+	s := h.s
+	ev, err := events.New(events.LeaseAcquired, h.session, h.run, h.rev, epoch, s.cfg.Now(), events.Lease{Holder: s.cfg.Holder, Epoch: epoch})
+	if err != nil {
+		return err
+	}
+	// The Msg-Id is this take's own: one every taker of the epoch shared
+	// made a taker that lost the race read the winner's lease, found its
+	// own Msg-Id on it, and take it for its own lost acknowledgement: two
+	// holders of one epoch. Its retries and settling use this one id.
+	id := uniqueID(fmt.Sprintf("%s.%s.lease.%d.", h.session, h.run, epoch))
 	// Through the committer: an activation's lease shares a batch, and a
 	// flush, with other runs' commits when many runs start at once.
-	seq, _, err := h.commit(ctx, events.RunLease(sessionID, runID), ev, id)
+	seq, _, err := h.commit(ctx, events.RunLease(h.session, h.run), ev, id)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: open run %s: lease: %w", runID, err)
+		return fmt.Errorf("jetstream: open run %s: lease: %w", h.run, err)
 	}
 	h.seq, h.epoch = seq, epoch
-	return h, nil
+	return nil
 }
 
 type leaseInfo struct {
