@@ -10,8 +10,10 @@
 // Scenarios so far: B1 (fenced publish vs SaveCheckpoint) and B2 (one run's
 // tool-call throughput vs raw commits per call), each at SyncAlways and, for
 // B2, at the default sync interval too; B3-B8 (README, docs/performance.md);
-// W1 (durable writes per tool call, by stream, counted on the server); W2
-// (log bytes per tool call, by the shape of the run).
+// W1 (durable writes per tool call, by stream, counted on the server, by
+// the shape of the run); W2 (log bytes per tool call, by the shape of the
+// run); P1 (the peers' workload); T1 (where a lone run's time goes: each
+// of its writes, from the start call to its result).
 package main
 
 import (
@@ -79,7 +81,7 @@ func main() {
 	d := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	reps := flag.Int("reps", 3, "repetitions (median and min-max are reported)")
 	runD := flag.Duration("run-d", 16*time.Second, "duration of each measurement of B3 and B3gc (whole runs; slices of a quarter)")
-	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8,W1,W2,P1", "scenarios to run")
+	scen := flag.String("scenarios", "B1,B1gc,B1s,B2,B3,B3gc,B4,B5,B6,B7,B8,W1,W2,P1,T1", "scenarios to run")
 	writers := flag.String("writers", "1,64,512", "concurrent writers (B1) and runs (B3)")
 	parked := flag.String("parked", "10000", "parked runs for B5 (e.g. 10000,100000)")
 	b8Runs := flag.Int("b8-runs", 1000, "B8: runs in the busy stream")
@@ -242,6 +244,13 @@ func run(ctx context.Context, cfg config) ([]row, error) {
 	}
 	if cfg.scenarios["P1"] {
 		r, err := p1(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.scenarios["T1"] {
+		r, err := t1(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // asserted: the machine is shared and noisy).
 func TestSmoke(t *testing.T) {
 	all := map[string]bool{}
-	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1", "W2", "P1"} {
+	for _, s := range []string{"B1", "B1GC", "B1S", "B2", "B3", "B3GC", "B4", "B5", "B6", "B7", "B8", "W1", "W2", "P1", "T1"} {
 		all[s] = true
 	}
 	rows, err := run(context.Background(), smokeConfig(all))
@@ -33,11 +33,11 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	// B1, B1gc, B1s, B2, B3, B3gc, B6 and P1 have two rows each (writers
-	// 1 and 4; sync modes; two scripts), B4, B5, B7 and B8 one; W1 three
-	// (two shapes, one at 1 and 64 runs); W2 four (two shapes, two
+	// 1 and 4; sync modes; two scripts), B4, B5, B7, B8 and T1 one; W1
+	// three (two shapes, one at 1 and 64 runs); W2 four (two shapes, two
 	// stores).
-	if len(rows) != 27 {
-		t.Fatalf("%d rows, want 27", len(rows))
+	if len(rows) != 28 {
+		t.Fatalf("%d rows, want 28", len(rows))
 	}
 	var b strings.Builder
 	print(&b, rows)
