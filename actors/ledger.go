@@ -255,13 +255,21 @@ func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) err
 // whose write fails, reserves nothing: BeforeModel then reserves on its
 // own and reports the refusal (C24). Call it once, before the attempt
 // runs; the view is the reservation's alone until it settles.
+//
+// The write is not cancelled with the attempt (a cancel, its root's
+// deadline, a drain cut short): cut off, its outcome would be unknown, and
+// a step it did take would be neither spent nor given back. Bounded by
+// earlyTimeout instead, it settles; the attempt's end waits for it and
+// gives the step back if no model step took it.
 func (l *ledger) reserveEarly(ctx context.Context, root string, view *budgetView) {
 	view.early = make(chan struct{})
 	view.mu.Lock()
 	e0, rev0, known0 := view.e, view.rev, view.known
 	view.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), earlyTimeout)
 	go func() {
 		defer close(view.early)
+		defer cancel()
 		_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
 			if err := l.affords(*e, true); err != nil {
 				return err
@@ -284,10 +292,15 @@ func (l *ledger) reserveEarly(ctx context.Context, root string, view *budgetView
 	}()
 }
 
+// earlyTimeout bounds the write of a reservation made at an attempt's
+// start (reserveEarly).
+const earlyTimeout = 10 * time.Second
+
 // giveBack gives back the step an attempt that ended holds reserved ahead,
-// if any, once the reservation made at its start has settled.
+// if any, once the reservation made at its start has settled (it waits
+// for that, bounded by earlyTimeout; ctx bounds the refund).
 func (l *ledger) giveBack(ctx context.Context, root string, view *budgetView) error {
-	if err := view.settle(ctx); err != nil {
+	if err := view.settle(context.Background()); err != nil {
 		return fmt.Errorf("actors: the reservation made at the attempt's start: %w", err)
 	}
 	if _, ahead := view.takeAhead(); !ahead {

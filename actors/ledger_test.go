@@ -195,6 +195,10 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 		// is refused with no write, and the gate reports the refusal.
 		{"a spent budget refuses the reservation at the start", runtime.Budget{Steps: 1}, []op{{"reserve", false}, {"goes-on", false}, {"attempt", false}, {"early", false}, {"reserve", true}, {"end", false}}, 1, 15, 2, 0},
 		{"a passed deadline refuses the reservation at the start", runtime.Budget{Steps: 5, Timeout: time.Minute}, []op{{"later", false}, {"early", false}, {"reserve", true}, {"end", false}}, 0, 0, 0, 0},
+		// The attempt cancelled as it starts: the reservation's write is not
+		// cut off (its outcome would be unknown, a step taken neither spent
+		// nor given back); it lands and the attempt's end gives it back.
+		{"an attempt cancelled as it starts: reserved, then given back", runtime.Budget{Steps: 5}, []op{{"early-cancelled", false}, {"end", false}}, 0, 0, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
@@ -212,6 +216,10 @@ func TestLedgerReservesTheNextStepWithTheResponse(t *testing.T) {
 					err = l.reserve(ctx, "root", v)
 				case "early": // as Node.attempt, before the run loop starts
 					l.reserveEarly(ctx, "root", v)
+				case "early-cancelled":
+					cctx, cancel := context.WithCancel(ctx)
+					cancel()
+					l.reserveEarly(cctx, "root", v)
 				case "attempt": // the next attempt: a view of its own
 					v = &budgetView{}
 					if _, err = l.deadline(ctx, rec, v); err == nil {

@@ -1398,10 +1398,14 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 // record alone, so the run has no end and no other holder, and the
 // attempt needs neither the status read nor Open's. A fresh root's budget
 // has no entry yet (its first reservation makes it): its record's budget
-// stands for it, with no read either. It returns a nil store (and nothing
-// written) when the run is not such a run, or its session moved on (a
-// cancel, an attempt elsewhere): the attempt then reads the log as any
-// other does. dl is the root's wall-clock deadline (zero: none).
+// stands for it, with no read either, and a deadline already passed is
+// left to the usual path, which reports it before any write. A child's
+// root's deadline is read beside the lease's write: one passed costs the
+// child a lease before its attempt ends on the budget. It returns a nil
+// store (and nothing written) when the run is not such a run, or its
+// session moved on (a cancel, an attempt elsewhere): the attempt then
+// reads the log as any other does. dl is the root's wall-clock deadline
+// (zero: none).
 func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept runtime.Store, budget *budgetView) (store runtime.Store, dl time.Time, err error) {
 	if kept != nil {
 		return nil, time.Time{}, nil
@@ -1418,7 +1422,7 @@ func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept
 		if e.Deadline > 0 {
 			dl = time.Unix(0, e.Deadline)
 			if !n.now().Before(dl) {
-				return nil, time.Time{}, nil // the usual path says so, with nothing written first
+				return nil, time.Time{}, nil // the usual path reports it
 			}
 		}
 		close(read)
