@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,21 +57,38 @@ func Connect(t testing.TB, s *jetstream.Server) *nats.Conn {
 // range, free when picked, was taken by a client's connection before the
 // server it was picked for listened on it ("bind: address already in
 // use", test/cluster beside stress-ng).
+//
+// A port is handed out once per process: nothing listens on a port picked
+// for a server that has not started yet, so two picks could return the
+// same one, and the second server to start found it taken for good (a
+// three-node cluster's route port and another node's, test/cluster).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	low := ephemeralLow()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 1000 {
 		port := freeFrom + rand.IntN(low-freeFrom)
+		if handedOut.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // taken
 		}
 		_ = l.Close()
+		handedOut.ports[port] = true
 		return port
 	}
 	t.Fatalf("no free loopback port in %d-%d after 1000 tries", freeFrom, low-1)
 	return 0
 }
+
+// handedOut is every port FreePort returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // freeFrom is the least port FreePort picks: above the well-known and most
 // registered services' ports.
