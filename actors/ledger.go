@@ -235,14 +235,17 @@ func (l *ledger) reserve(ctx context.Context, root string, view *budgetView) err
 		}
 		return nil
 	}
-	_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
-		if err := l.affords(*e, true); err != nil {
-			return err
-		}
-		e.UsedSteps++
-		return nil
-	})
+	_, err := l.update(ctx, root, view, l.takeStep)
 	return err
+}
+
+// takeStep counts one more step on e, or fails with ErrBudget.
+func (l *ledger) takeStep(e *budgetEntry) error {
+	if err := l.affords(*e, true); err != nil {
+		return err
+	}
+	e.UsedSteps++
+	return nil
 }
 
 // reserveEarly reserves an attempt's first model step at its start, in
@@ -270,13 +273,7 @@ func (l *ledger) reserveEarly(ctx context.Context, root string, view *budgetView
 	go func() {
 		defer close(view.early)
 		defer cancel()
-		_, err := l.update(ctx, root, view, func(e *budgetEntry) error {
-			if err := l.affords(*e, true); err != nil {
-				return err
-			}
-			e.UsedSteps++
-			return nil
-		})
+		_, err := l.update(ctx, root, view, l.takeStep)
 		if err == nil {
 			view.reservedAhead()
 			return
@@ -300,9 +297,7 @@ const earlyTimeout = 10 * time.Second
 // if any, once the reservation made at its start has settled (it waits
 // for that, bounded by earlyTimeout; ctx bounds the refund).
 func (l *ledger) giveBack(ctx context.Context, root string, view *budgetView) error {
-	if err := view.settle(context.Background()); err != nil {
-		return fmt.Errorf("actors: the reservation made at the attempt's start: %w", err)
-	}
+	_ = view.settle(context.Background()) // fails only when its context ends
 	if _, ahead := view.takeAhead(); !ahead {
 		return nil
 	}
@@ -350,6 +345,22 @@ func (l *ledger) deadline(ctx context.Context, run *events.Run, view *budgetView
 		return time.Time{}, nil
 	}
 	return time.Unix(0, e.Deadline), nil
+}
+
+// deadlineAsync reads what deadline does, beside the caller's own reads:
+// the returned function waits for it.
+func (l *ledger) deadlineAsync(ctx context.Context, run *events.Run, view *budgetView) func() (time.Time, error) {
+	var dl time.Time
+	var err error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		dl, err = l.deadline(ctx, run, view)
+	}()
+	return func() (time.Time, error) {
+		<-read
+		return dl, err
+	}
 }
 
 // usage returns a root's totals.

@@ -1298,14 +1298,10 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	if store == nil {
 		// The run's status and its root's budget are independent reads:
 		// made at once, an attempt starts a round trip sooner.
-		var dlErr error
-		read := make(chan struct{})
-		go func() {
-			defer close(read)
-			dl, dlErr = n.ledger.deadline(ctx, rec, budget)
-		}()
+		deadline := n.ledger.deadlineAsync(ctx, rec, budget)
 		st, err := n.runlog.status(ctx, sessionID, runID)
-		<-read
+		var dlErr error
+		dl, dlErr = deadline()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -1414,8 +1410,7 @@ func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept
 	if _, deployed := n.agents[rec.Agent]; !ok || !deployed {
 		return nil, time.Time{}, nil
 	}
-	var dlErr error
-	read := make(chan struct{})
+	deadline := func() (time.Time, error) { return dl, nil }
 	if rec.RootRunID == rec.RunID && rec.Budget != nil {
 		e := entryOf(rec.Budget)
 		budget.set(e, 0)
@@ -1425,15 +1420,11 @@ func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept
 				return nil, time.Time{}, nil // the usual path reports it
 			}
 		}
-		close(read)
 	} else {
-		go func() {
-			defer close(read)
-			dl, dlErr = n.ledger.deadline(ctx, rec, budget)
-		}()
+		deadline = n.ledger.deadlineAsync(ctx, rec, budget)
 	}
 	h, err := m.store.OpenCreated(ctx, rec.SessionID, rec.RunID, seq)
-	<-read
+	dl, dlErr := deadline()
 	switch {
 	case errors.Is(err, runtime.ErrConflict):
 		return nil, time.Time{}, nil

@@ -265,11 +265,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 // C7). A run of a session whose admitted run has not completed is refused
 // with runtime.ErrSessionBusy (C18).
 func (s *Store) Open(ctx context.Context, sessionID, runID string) (runtime.Store, error) {
-	if err := events.ValidID(sessionID); err != nil {
-		return nil, fmt.Errorf("jetstream: open: session: %w", err)
-	}
-	if err := events.ValidID(runID); err != nil {
-		return nil, fmt.Errorf("jetstream: open: run: %w", err)
+	if err := validOpen(sessionID, runID); err != nil {
+		return nil, err
 	}
 	var lastErr error
 	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
@@ -283,6 +280,17 @@ func (s *Store) Open(ctx context.Context, sessionID, runID string) (runtime.Stor
 		lastErr = err // someone wrote to the session meanwhile: read again
 	}
 	return nil, lastErr
+}
+
+// validOpen checks the IDs of a run to open.
+func validOpen(sessionID, runID string) error {
+	if err := events.ValidID(sessionID); err != nil {
+		return fmt.Errorf("jetstream: open: session: %w", err)
+	}
+	if err := events.ValidID(runID); err != nil {
+		return fmt.Errorf("jetstream: open: run: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, error) {
@@ -352,11 +360,8 @@ func (s *Store) open(ctx context.Context, sessionID, runID string) (*RunStore, e
 // with an error wrapping runtime.ErrConflict, and nothing is written: open
 // the run with Open then.
 func (s *Store) OpenCreated(ctx context.Context, sessionID, runID string, seq uint64) (*RunStore, error) {
-	if err := events.ValidID(sessionID); err != nil {
-		return nil, fmt.Errorf("jetstream: open: session: %w", err)
-	}
-	if err := events.ValidID(runID); err != nil {
-		return nil, fmt.Errorf("jetstream: open: run: %w", err)
+	if err := validOpen(sessionID, runID); err != nil {
+		return nil, err
 	}
 	if seq == 0 {
 		return nil, fmt.Errorf("jetstream: open run %s: no record sequence", runID)

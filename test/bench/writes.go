@@ -29,54 +29,62 @@ func w1(ctx context.Context, cfg config) ([]row, error) {
 	var rows []row
 	for _, shape := range []struct {
 		name  string
-		model func() *model.Scripted
+		model *model.Scripted
 		concs []int
 	}{
-		{"10 run_js in one response + complete", func() *model.Scripted { return calcSteps(calcCalls) }, []int{1, 64}},
-		{"one run_js per response (10) + complete", func() *model.Scripted { return calcStepwise(calcCalls) }, []int{1}},
+		{"10 run_js in one response + complete", calcSteps(calcCalls), []int{1, 64}},
+		{"one run_js per response (10) + complete", calcStepwise(calcCalls), []int{1}},
 	} {
-		c, err := startCalcNodeWith(ctx, cfg.gc, shape.model())
+		r, err := w1Shape(ctx, cfg, shape.name, shape.model, shape.concs, runsPer)
 		if err != nil {
 			return nil, err
 		}
-		js, _ := njs.New(c.nc)
-		for _, conc := range shape.concs {
-			r := row{scenario: "W1", what: fmt.Sprintf("durable writes per tool call, %s, %d run(s) at once", shape.name, conc), target: 1,
-				note: "SyncAlways; every stream's sequences counted on the server"}
-			for rep := 0; rep < cfg.reps; rep++ {
-				before, err := lastSeqs(ctx, js)
-				if err != nil {
-					c.done()
-					return nil, err
-				}
-				n := runsPer[conc]
-				if err := calcRuns(ctx, c, n, conc); err != nil {
-					c.done()
-					return nil, err
-				}
-				after, err := settledSeqs(ctx, js)
-				if err != nil {
-					c.done()
-					return nil, err
-				}
-				calls := float64(n * (calcCalls + 1))
-				total := 0.0
-				var parts []string
-				for _, name := range sortedStreams(after) {
-					d := float64(after[name] - before[name])
-					if d == 0 {
-						continue
-					}
-					total += d
-					parts = append(parts, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "KV_"), d/calls))
-				}
-				r.ratio = append(r.ratio, calls/total)
-				r.cairn = fmt.Sprintf("%.2f writes per call (%s)", total/calls, strings.Join(parts, ", "))
-				r.baseline = "1 write per call"
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+// w1Shape is W1's rows for one run shape, on a node of its own.
+func w1Shape(ctx context.Context, cfg config, name string, calc *model.Scripted, concs []int, runsPer map[int]int) ([]row, error) {
+	c, err := startCalcNodeWith(ctx, cfg.gc, calc)
+	if err != nil {
+		return nil, err
+	}
+	defer c.done()
+	js, _ := njs.New(c.nc)
+	var rows []row
+	for _, conc := range concs {
+		r := row{scenario: "W1", what: fmt.Sprintf("durable writes per tool call, %s, %d run(s) at once", name, conc), target: 1,
+			note: "SyncAlways; every stream's sequences counted on the server"}
+		for rep := 0; rep < cfg.reps; rep++ {
+			before, err := lastSeqs(ctx, js)
+			if err != nil {
+				return nil, err
 			}
-			rows = append(rows, r)
+			n := runsPer[conc]
+			if err := calcRuns(ctx, c, n, conc); err != nil {
+				return nil, err
+			}
+			after, err := settledSeqs(ctx, js)
+			if err != nil {
+				return nil, err
+			}
+			calls := float64(n * (calcCalls + 1))
+			total := 0.0
+			var parts []string
+			for _, name := range sortedStreams(after) {
+				d := float64(after[name] - before[name])
+				if d == 0 {
+					continue
+				}
+				total += d
+				parts = append(parts, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "KV_"), d/calls))
+			}
+			r.ratio = append(r.ratio, calls/total)
+			r.cairn = fmt.Sprintf("%.2f writes per call (%s)", total/calls, strings.Join(parts, ", "))
+			r.baseline = "1 write per call"
 		}
-		c.done()
+		rows = append(rows, r)
 	}
 	return rows, nil
 }
