@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
 	"github.com/cairn-agents/cairn/runtime/session"
@@ -1226,17 +1227,13 @@ func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
 			Conn: nc,
 			Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
 				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 2}}},
-			Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
-			Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+			Model: func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+			// The signal comes from the executor running the hanging script:
+			// the sink's tool-call event came before the dispatch, and a
+			// close in between drained the attempt with the call put back to
+			// pending, which the next node then ran, and hung on.
+			Backend: &runtimetest.Backend{}, Executors: signalling{f: &runtimetest.Executors{}, callID: "h", ch: hanging}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
 			DrainTimeout: 100 * time.Millisecond,
-			Sink: func(_ events.Run, ev runtime.SinkEvent) {
-				if ev.Kind == runtime.SinkToolCall && ev.CallID == "h" {
-					select {
-					case hanging <- struct{}{}:
-					default:
-					}
-				}
-			},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -1265,4 +1262,35 @@ func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
 	if steps, _, _, err := second.Usage(ctx, run); err != nil || steps != 2 {
 		t.Fatalf("steps used %d (%v), want 2: the drained attempt's step ahead given back", steps, err)
 	}
+}
+
+// signalling is an executor factory whose executors signal ch when they
+// start the script of callID.
+type signalling struct {
+	f      jstool.Factory
+	callID string
+	ch     chan struct{}
+}
+
+func (s signalling) NewExecutor(ctx context.Context, cfg jstool.Config) (jstool.Executor, error) {
+	e, err := s.f.NewExecutor(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return signallingExecutor{Executor: e, s: s}, nil
+}
+
+type signallingExecutor struct {
+	jstool.Executor
+	s signalling
+}
+
+func (e signallingExecutor) Execute(ctx context.Context, sc jstool.Script) (jstool.Outcome, error) {
+	if sc.CallID == e.s.callID {
+		select {
+		case e.s.ch <- struct{}{}:
+		default:
+		}
+	}
+	return e.Executor.Execute(ctx, sc)
 }
