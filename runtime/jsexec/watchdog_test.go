@@ -1,6 +1,14 @@
 package jsexec
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dop251/goja"
+)
 
 // reasonAtInterrupt is a VM that records, when it is interrupted, the
 // reason the watchdog gives at that moment: the VM may unwind and the
@@ -19,10 +27,47 @@ func (r *reasonAtInterrupt) Interrupt(any) { r.seen = r.w.reason() }
 // memory case failed so under load, in fresh-clone-check).
 func TestStoppedScriptFindsItsReason(t *testing.T) {
 	vm := &reasonAtInterrupt{}
-	w := &watchdog{vm: vm, fired: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+	w := &watchdog{vm: vm, fired: make(chan struct{})}
 	vm.w = w
 	w.fire(stop{kind: "limit", msg: "memory limit exceeded"})
 	if vm.seen == nil || vm.seen.kind != "limit" {
 		t.Fatalf("at the interrupt the reason was %v, want the limit", vm.seen)
+	}
+}
+
+// countingVM counts the interrupts it receives.
+type countingVM struct{ n int }
+
+func (c *countingVM) Interrupt(any) { c.n++ }
+
+// Once stopped, the watchdog interrupts nothing: a timer that expires as
+// the script ends finds it stopped. (The VM's next script must not be
+// interrupted by the last one's watchdog.)
+func TestStoppedWatchdogInterruptsNothing(t *testing.T) {
+	vm := &countingVM{}
+	w := &watchdog{vm: vm, fired: make(chan struct{})}
+	w.stop()
+	w.fire(stop{kind: "timeout", msg: "late"})
+	if vm.n != 0 || w.reason() != nil {
+		t.Fatalf("after stop: %d interrupts, reason %v; want none", vm.n, w.reason())
+	}
+	w2 := &watchdog{vm: vm, fired: make(chan struct{})}
+	w2.fire(stop{kind: "limit", msg: "first"})
+	w2.fire(stop{kind: "timeout", msg: "second"})
+	if vm.n != 1 || w2.reason().kind != "limit" {
+		t.Fatalf("two fires: %d interrupts, reason %v; want one, the first", vm.n, w2.reason())
+	}
+}
+
+// The watchdog stops a script when its context ends, with no goroutine of
+// its own waiting for that.
+func TestWatchdogStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w := startWatchdog(ctx, goja.New(), Limits{Timeout: time.Hour, MemoryBytes: 1 << 30}, false)
+	defer w.stop()
+	cancel(errors.New("gone"))
+	<-w.fired
+	if st := w.reason(); st == nil || st.kind != "cancelled" || !strings.Contains(st.msg, "gone") {
+		t.Fatalf("reason %v, want cancelled: gone", st)
 	}
 }
