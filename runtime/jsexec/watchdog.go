@@ -29,22 +29,25 @@ type stop struct {
 // (which unwinds it the next time it runs JavaScript) and closing fired
 // (which wakes the event loop if it is waiting for callbacks).
 //
-// It owns no goroutine: the deadline and the heap poll are timers whose
-// functions run only when they expire, and ctx's end is a context.AfterFunc.
-// A goroutine per script, started at its start and waited for at its end,
-// put two goroutine hand-offs on every script's path, and after a commit's
-// idle wait each of them cost a wake-up of the other core: a trivial
-// script took 4-5x its time on a warm core (BenchmarkTrivialScriptAfterWait).
+// A script's watchdog owns no goroutine and no timer: the deadline and the
+// heap are checked by one poller for every running script of the process
+// (the poller below), and ctx's end is a context.AfterFunc. A goroutine per
+// script, started at its start and waited for at its end, put two
+// goroutine hand-offs on every script's path, and a timer per script armed
+// earlier than any other woke the network poller on another core: after a
+// commit's idle wait either made a trivial script 30-40% slower
+// (BenchmarkTrivialScriptAfterWait).
 type watchdog struct {
 	vm        interrupter
-	threshold uint64 // heap bytes past which the script is stopped
+	threshold uint64    // heap bytes past which the script is stopped
+	deadline  time.Time // zero: none (tests)
+	timeout   time.Duration
 	limMiB    int64
 
 	mu      sync.Mutex // guards what follows and orders fire against stop
 	stopped bool       // stop was called: no interrupt from now on
 	st      stop       // written once, before fired is closed
 	fired   chan struct{}
-	timers  []*time.Timer
 	ctxStop func() bool
 }
 
@@ -56,32 +59,25 @@ func startWatchdog(ctx context.Context, vm *goja.Runtime, lim Limits, absoluteHe
 	if !absoluteHeap {
 		threshold += heapBytes()
 	}
-	w := &watchdog{vm: vm, threshold: threshold, limMiB: lim.MemoryBytes >> 20, fired: make(chan struct{})}
+	w := &watchdog{vm: vm, threshold: threshold, deadline: time.Now().Add(lim.Timeout), timeout: lim.Timeout,
+		limMiB: lim.MemoryBytes >> 20, fired: make(chan struct{})}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.timers = []*time.Timer{
-		time.AfterFunc(lim.Timeout, func() {
-			w.fire(stop{kind: "timeout", msg: fmt.Sprintf("the script exceeded its time limit of %s", lim.Timeout)})
-		}),
-		time.AfterFunc(heapPoll, w.poll),
-	}
 	w.ctxStop = context.AfterFunc(ctx, func() {
 		w.fire(stop{kind: "cancelled", msg: "the script was cancelled: " + context.Cause(ctx).Error()})
 	})
+	w.mu.Unlock()
+	watched.add(w)
 	return w
 }
 
-// poll reads the heap and stops the script past its threshold, or polls
-// again heapPoll later.
-func (w *watchdog) poll() {
-	if heapBytes() > w.threshold {
+// check stops the script when heap is past its threshold or its deadline
+// has passed at now. The poller calls it.
+func (w *watchdog) check(now time.Time, heap uint64) {
+	switch {
+	case heap > w.threshold:
 		w.fire(stop{kind: "limit", msg: fmt.Sprintf("memory limit exceeded: the JavaScript heap passed %d MiB", w.limMiB)})
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.stopped && w.reason() == nil {
-		w.timers[1].Reset(heapPoll)
+	case !w.deadline.IsZero() && !now.Before(w.deadline):
+		w.fire(stop{kind: "timeout", msg: fmt.Sprintf("the script exceeded its time limit of %s", w.timeout)})
 	}
 }
 
@@ -102,8 +98,7 @@ func (w *watchdog) fire(st stop) {
 	w.vm.Interrupt(&w.st)
 }
 
-// reason is the stop reason, or nil while the script may run. It is read
-// by the VM's goroutine, and by Interrupt from inside fire.
+// reason is the stop reason, or nil while the script may run.
 func (w *watchdog) reason() *stop {
 	select {
 	case <-w.fired:
@@ -114,17 +109,70 @@ func (w *watchdog) reason() *stop {
 }
 
 // stop ends the watchdog: once it returns no Interrupt lands except one
-// already issued (the caller clears that). A timer function that runs
-// after it finds the watchdog stopped and does nothing.
+// already issued (the caller clears that). A check or a cancellation that
+// comes after it finds the watchdog stopped and does nothing.
 func (w *watchdog) stop() {
+	watched.remove(w)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stopped = true
-	for _, t := range w.timers {
-		t.Stop()
-	}
 	if w.ctxStop != nil {
 		w.ctxStop()
+	}
+}
+
+// watched is the process's running scripts' watchdogs.
+var watched = &poller{}
+
+// poller checks every registered watchdog each heapPoll, reading the heap
+// once for all of them, on one goroutine that runs while any is
+// registered: it starts with the first and ends at the first tick that
+// finds none.
+type poller struct {
+	mu      sync.Mutex
+	ws      map[*watchdog]struct{}
+	running bool
+}
+
+func (p *poller) add(w *watchdog) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ws == nil {
+		p.ws = map[*watchdog]struct{}{}
+	}
+	p.ws[w] = struct{}{}
+	if !p.running {
+		p.running = true
+		go p.run()
+	}
+}
+
+func (p *poller) remove(w *watchdog) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.ws, w)
+}
+
+func (p *poller) run() {
+	tick := time.NewTicker(heapPoll)
+	defer tick.Stop()
+	var ws []*watchdog
+	for range tick.C {
+		p.mu.Lock()
+		if len(p.ws) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		ws = ws[:0]
+		for w := range p.ws {
+			ws = append(ws, w)
+		}
+		p.mu.Unlock()
+		heap, now := heapBytes(), time.Now()
+		for _, w := range ws {
+			w.check(now, heap)
+		}
 	}
 }
 

@@ -71,3 +71,22 @@ func TestWatchdogStopsOnCancel(t *testing.T) {
 		t.Fatalf("reason %v, want cancelled: gone", st)
 	}
 }
+
+// The poller stops a script past its deadline, and one past its heap
+// threshold, each with its reason.
+func TestPollerStopsAtTheLimits(t *testing.T) {
+	for _, c := range []struct {
+		lim  Limits
+		kind string
+	}{
+		{Limits{Timeout: time.Nanosecond, MemoryBytes: 1 << 40}, "timeout"},
+		{Limits{Timeout: time.Hour, MemoryBytes: 0}, "limit"}, // absolute: any heap is past 0 bytes
+	} {
+		w := startWatchdog(context.Background(), goja.New(), c.lim, true)
+		<-w.fired
+		w.stop()
+		if st := w.reason(); st.kind != c.kind {
+			t.Errorf("%+v: stopped for %q (%s), want %q", c.lim, st.kind, st.msg, c.kind)
+		}
+	}
+}
