@@ -76,14 +76,12 @@ func (a *runActor) Receive(ctx actor.Context) {
 		a.m.setLocal(m.Identity.Identity, true)
 		ctx.SetReceiveTimeout(a.n.cfg.IdleTimeout)
 	case *actorspb.Wake:
-		a.woken(ctx, fromWire(m.Reason))
-		respond(ctx)
+		respond(ctx, a.woken(ctx, fromWire(m.Reason)))
 	case *actorspb.ChildFinished:
-		a.woken(ctx, lifecycle.ReasonChildFinished)
-		respond(ctx)
+		respond(ctx, a.woken(ctx, lifecycle.ReasonChildFinished))
 	case *actorspb.Stop:
 		a.step(ctx, lifecycle.CancelRequested{})
-		respond(ctx)
+		respond(ctx, true)
 	case *attemptDone:
 		outcome := outcomeOf(m.err)
 		switch outcome {
@@ -132,9 +130,12 @@ func (a *runActor) Receive(ctx actor.Context) {
 	}
 }
 
-func respond(ctx actor.Context) {
+// respond answers a request; ok false says it was not taken and the
+// sender keeps it (a completion goes back to its consumer, a wake is
+// retried and reaches the run's next owner).
+func respond(ctx actor.Context, ok bool) {
 	if ctx.Sender() != nil {
-		ctx.Respond(&actorspb.Ack{Ok: true})
+		ctx.Respond(&actorspb.Ack{Ok: ok})
 	}
 }
 
@@ -149,14 +150,22 @@ func (a *runActor) closing() bool {
 	return a.n.closed
 }
 
-func (a *runActor) woken(ctx actor.Context, reason lifecycle.Reason) {
+// woken feeds a wake to the core and reports whether it was taken. A
+// draining activation starts nothing and owes nothing after the drain, so
+// it gives the wake back: answered as taken, a child's end was
+// acknowledged to its consumer and never delivered again, and the parent,
+// parked on a read made before the child ended, waited for a sweep that
+// might already have run (TestChildEndReachingADrainingParentIsGivenBack).
+func (a *runActor) woken(ctx actor.Context, reason lifecycle.Reason) bool {
 	if a.closing() {
 		a.step(ctx, lifecycle.Drain{})
+		return false
 	}
 	if h := a.n.cfg.Hooks.Pending; h != nil && a.core.State() == lifecycle.Running {
 		h(a.run)
 	}
 	a.step(ctx, lifecycle.Woken{Reason: reason})
+	return true
 }
 
 // step feeds ev to the core and performs its effects, in order.
