@@ -662,6 +662,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 
 func (n *Node) shutdown() {
 	n.deadlines.stop()
+	n.wakes.stopRetries()
 	if n.consume != nil {
 		n.consume.Stop()
 	}

@@ -24,7 +24,16 @@ type wakeQueue struct {
 	mu      sync.Mutex
 	queue   []wakeReq
 	workers int
+	// retries are the wakes a request could not deliver, one timer per
+	// run, each sending its wake again after wakeRetry; stopped (nil
+	// after) when the node shuts down.
+	retries map[string]clock.Timer
+	stopped bool
 }
+
+// wakeRetry is how long a wake that could not be delivered waits before it
+// is sent again. Its request retried for about 15 s already.
+const wakeRetry = 5 * time.Second
 
 type wakeReq struct {
 	session, run string
@@ -63,8 +72,52 @@ func (n *Node) wakeWorker() {
 		q.queue[0] = wakeReq{}
 		q.queue = q.queue[1:]
 		q.mu.Unlock()
-		n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: wireReason(r.reason)})
+		if !n.request(identity(r.session, r.run), &actorspb.Wake{SessionId: r.session, RunId: r.run, Reason: wireReason(r.reason)}) {
+			n.retryWake(r)
+		}
 	}
+}
+
+// retryWake sends r again after wakeRetry, unless the node is closing
+// (the next owner wakes what is active) or the run has a retry armed
+// already. A wake is not dropped because its request gave up: the owner
+// may have been unreachable, or draining, for longer than the request's
+// retries, with no change of topology to come that would make every
+// member sweep (a parked run whose deadline's wake was lost, or a spawned
+// child's first wake, waited for good).
+func (n *Node) retryWake(r wakeReq) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	q := &n.wakes
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	id := identity(r.session, r.run)
+	if closed || q.stopped || q.retries[id] != nil {
+		return
+	}
+	if q.retries == nil {
+		q.retries = map[string]clock.Timer{}
+	}
+	n.logger.Info("actors: a wake could not be delivered; sending it again", "run", r.run, "in", wakeRetry)
+	q.retries[id] = n.cfg.Waits.AfterFunc(wakeRetry, func() {
+		q.mu.Lock()
+		delete(q.retries, id)
+		q.mu.Unlock()
+		n.wake(r.session, r.run, r.reason)
+	})
+}
+
+// stopRetries stops the wakes waiting to be sent again; none is armed
+// after it.
+func (q *wakeQueue) stopRetries() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
+	for _, t := range q.retries {
+		t.Stop()
+	}
+	q.retries = nil
 }
 
 // deadlines wakes parked runs at their wait deadlines with one timer for

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/internal/clock"
 	"github.com/cairn-agents/cairn/runtime"
@@ -105,5 +106,56 @@ func TestChildEndReachingADrainingParentIsGivenBack(t *testing.T) {
 	}
 	if parentAttempted {
 		t.Fatal("the parent was attempted on a draining node")
+	}
+}
+
+// A wake whose request gives up (its owner unreachable, or not current, for
+// longer than the request's retries) is sent again later instead of being
+// dropped: a run nothing else wakes (no topology change to come, so no
+// sweep of every run) is attempted once the owner can be reached. Before,
+// the wake was logged and dropped, and the run waited for good.
+func TestWakeNotDeliveredIsSentAgain(t *testing.T) {
+	waits := clock.NewFake(time.Unix(1000, 0))
+	attempted := make(chan string, 16)
+	n := startInternal(t, natstest.Connect(t, natstest.Server(t)), nil, func(c *Config) {
+		c.Waits = waits
+		c.OnAttempt = func(e AttemptEnded) { attempted <- e.Run.RunID }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := events.Run{RunID: "rlone", SessionID: "slone", Agent: "solo", Message: "m", RootRunID: "rlone", Budget: &events.RunBudget{Steps: 10}}
+	if _, err := n.runlog.createRun(ctx, run, 0); err != nil {
+		t.Fatal(err)
+	}
+	m := n.current()
+	n.mu.Lock()
+	was := m.provider
+	m.provider = staleProvider{}
+	n.mu.Unlock()
+
+	armed := waits.Armed()
+	n.wake(run.SessionID, run.RunID, lifecycle.ReasonStarted)
+	// The request waits for the member to be current, twelve times, on the
+	// waits clock; then it gives up.
+	for i := 0; i < 12; i++ {
+		if err := waits.BlockUntil(ctx, armed+1); err != nil {
+			t.Fatalf("try %d of the request never waited: %v", i+1, err)
+		}
+		waits.Advance(2 * time.Second)
+	}
+	if err := waits.BlockUntil(ctx, armed+1); err != nil {
+		t.Fatalf("the wake was dropped when its request gave up (nothing is armed to send it again): %v", err)
+	}
+	n.mu.Lock()
+	m.provider = was
+	n.mu.Unlock()
+	waits.Advance(wakeRetry)
+	select {
+	case id := <-attempted:
+		if id != run.RunID {
+			t.Fatalf("attempted %s, want %s", id, run.RunID)
+		}
+	case <-ctx.Done():
+		t.Fatal("the wake sent again never reached the run")
 	}
 }
