@@ -153,26 +153,28 @@ func (p *poller) remove(w *watchdog) {
 	delete(p.ws, w)
 }
 
+// run checks the watchdogs under p.mu, holding no reference to one
+// outside it: once remove has returned, the poller never reaches that
+// watchdog, its VM or its script's globals again, so they are garbage as
+// soon as their script's end drops them (a worker collects a reset
+// realm's heap at once, before the next script's absolute heap check; a
+// list of the watchdogs kept from tick to tick held a finished one's VM,
+// and the next script was stopped at the limit for the old heap).
 func (p *poller) run() {
 	tick := time.NewTicker(heapPoll)
 	defer tick.Stop()
-	var ws []*watchdog
 	for range tick.C {
+		heap, now := heapBytes(), time.Now()
 		p.mu.Lock()
 		if len(p.ws) == 0 {
 			p.running = false
 			p.mu.Unlock()
 			return
 		}
-		ws = ws[:0]
 		for w := range p.ws {
-			ws = append(ws, w)
+			w.check(now, heap) // takes w.mu: never held while p.mu is taken
 		}
 		p.mu.Unlock()
-		heap, now := heapBytes(), time.Now()
-		for _, w := range ws {
-			w.check(now, heap)
-		}
 	}
 }
 

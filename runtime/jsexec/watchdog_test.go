@@ -3,9 +3,11 @@ package jsexec
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/dop251/goja"
 )
@@ -88,5 +90,35 @@ func TestPollerStopsAtTheLimits(t *testing.T) {
 		if st := w.reason(); st.kind != c.kind {
 			t.Errorf("%+v: stopped for %q (%s), want %q", c.lim, st.kind, st.msg, c.kind)
 		}
+	}
+}
+
+// A stopped watchdog is not held by the poller, nor its VM: a worker
+// collects a reset realm's heap at once, and the next script's absolute
+// heap check must not count it. Before, the poller kept the watchdogs of
+// its last busy tick in a list that outlived them (here: 100 running at
+// once, then one), and the next trivial script in a worker was stopped at
+// the memory limit for a heap that was garbage.
+func TestStoppedWatchdogHoldsNoVM(t *testing.T) {
+	ctx := context.Background()
+	lim := Limits{Timeout: time.Hour, MemoryBytes: 1 << 40}
+	var others []*watchdog
+	for range 100 {
+		others = append(others, startWatchdog(ctx, goja.New(), lim, true))
+	}
+	vm := goja.New()
+	held := weak.Make(vm)
+	w := startWatchdog(ctx, vm, Limits{Timeout: time.Nanosecond, MemoryBytes: 1 << 40}, true)
+	<-w.fired // a tick of the poller saw it with the others
+	w.stop()
+	for _, o := range others[1:] {
+		o.stop()
+	}
+	defer others[0].stop() // the poller goes on with one
+	vm, w = nil, nil
+	runtime.GC()
+	runtime.GC()
+	if held.Value() != nil {
+		t.Fatal("the VM of a stopped watchdog is still reachable after a collection")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -153,13 +152,4 @@ func BenchmarkB2AfterWait(b *testing.B) {
 			b.ReportMetric(float64((b.Elapsed()-waited).Microseconds())/float64(b.N*b2Calls), "own-µs/call")
 		})
 	}
-}
-
-// cpuTime is the process's CPU time so far, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
