@@ -99,7 +99,7 @@ func (n *Node) retryWake(r wakeReq) {
 	if q.retries == nil {
 		q.retries = map[string]clock.Timer{}
 	}
-	n.logger.Info("actors: a wake could not be delivered; sending it again", "run", r.run, "in", wakeRetry)
+	n.logger.Debug("actors: a wake could not be delivered; sending it again", "run", r.run, "in", wakeRetry)
 	q.retries[id] = n.cfg.Waits.AfterFunc(wakeRetry, func() {
 		q.mu.Lock()
 		delete(q.retries, id)
