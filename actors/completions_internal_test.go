@@ -44,14 +44,7 @@ func TestCompletionNotHeldByAMemberThatIsNotCurrent(t *testing.T) {
 	n := startInternal(t, natstest.Connect(t, natstest.Server(t)), nil, func(c *Config) { c.Waits = waits })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	parent := events.Run{RunID: "rparent", SessionID: "sparent", Agent: "solo", Message: "m", RootRunID: "rparent"}
-	child := events.Run{RunID: "rchild", SessionID: "schild", Agent: "solo", Message: "m", RootRunID: "rparent",
-		ParentRunID: "rparent", ParentSessionID: "sparent", ParentCallID: "call-1"}
-	for _, r := range []events.Run{parent, child} {
-		if _, err := n.runlog.createRun(ctx, r, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, child := parentAndChild(ctx, t, n)
 	armed := waits.Armed()
 	m := n.current()
 	n.mu.Lock()
@@ -81,4 +74,19 @@ func TestCompletionNotHeldByAMemberThatIsNotCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
+}
+
+// parentAndChild records a root run and a child of it (no attempt of
+// either runs unless woken).
+func parentAndChild(ctx context.Context, t *testing.T, n *Node) (parent, child events.Run) {
+	t.Helper()
+	parent = events.Run{RunID: "rparent", SessionID: "sparent", Agent: "solo", Message: "m", RootRunID: "rparent"}
+	child = events.Run{RunID: "rchild", SessionID: "schild", Agent: "solo", Message: "m", RootRunID: "rparent",
+		ParentRunID: "rparent", ParentSessionID: "sparent", ParentCallID: "call-1"}
+	for _, r := range []events.Run{parent, child} {
+		if _, err := n.runlog.createRun(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parent, child
 }

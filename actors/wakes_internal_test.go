@@ -59,14 +59,7 @@ func TestChildEndReachingADrainingParentIsGivenBack(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	parent := events.Run{RunID: "rparent", SessionID: "sparent", Agent: "solo", Message: "m", RootRunID: "rparent"}
-	child := events.Run{RunID: "rchild", SessionID: "schild", Agent: "solo", Message: "m", RootRunID: "rparent",
-		ParentRunID: "rparent", ParentSessionID: "sparent", ParentCallID: "call-1"}
-	for _, r := range []events.Run{parent, child} {
-		if _, err := n.runlog.createRun(ctx, r, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	parent, child := parentAndChild(ctx, t, n)
 	if _, _, err := n.Run(ctx, "solo", "hold"); err != nil {
 		t.Fatal(err)
 	}
