@@ -33,10 +33,11 @@ type stop struct {
 // heap are checked by one poller for every running script of the process
 // (the poller below), and ctx's end is a context.AfterFunc. A goroutine per
 // script, started at its start and waited for at its end, put two
-// goroutine hand-offs on every script's path, and a timer per script armed
-// earlier than any other woke the network poller on another core: after a
-// commit's idle wait either made a trivial script 30-40% slower
-// (BenchmarkTrivialScriptAfterWait).
+// goroutine hand-offs on every script's path; a timer per script instead,
+// armed earlier than any other, woke the network poller on another core,
+// and after a commit's idle wait made a trivial script 32% slower than the
+// goroutine did (BenchmarkTrivialScriptAfterWait). The poller costs
+// neither.
 type watchdog struct {
 	vm        interrupter
 	threshold uint64    // heap bytes past which the script is stopped
