@@ -40,10 +40,9 @@ type stop struct {
 // neither.
 type watchdog struct {
 	vm        interrupter
+	lim       Limits
 	threshold uint64    // heap bytes past which the script is stopped
 	deadline  time.Time // zero: none (tests)
-	timeout   time.Duration
-	limMiB    int64
 
 	mu      sync.Mutex // guards what follows and orders fire against stop
 	stopped bool       // stop was called: no interrupt from now on
@@ -60,8 +59,7 @@ func startWatchdog(ctx context.Context, vm *goja.Runtime, lim Limits, absoluteHe
 	if !absoluteHeap {
 		threshold += heapBytes()
 	}
-	w := &watchdog{vm: vm, threshold: threshold, deadline: time.Now().Add(lim.Timeout), timeout: lim.Timeout,
-		limMiB: lim.MemoryBytes >> 20, fired: make(chan struct{})}
+	w := &watchdog{vm: vm, lim: lim, threshold: threshold, deadline: time.Now().Add(lim.Timeout), fired: make(chan struct{})}
 	w.mu.Lock()
 	w.ctxStop = context.AfterFunc(ctx, func() {
 		w.fire(stop{kind: "cancelled", msg: "the script was cancelled: " + context.Cause(ctx).Error()})
@@ -76,9 +74,9 @@ func startWatchdog(ctx context.Context, vm *goja.Runtime, lim Limits, absoluteHe
 func (w *watchdog) check(now time.Time, heap uint64) {
 	switch {
 	case heap > w.threshold:
-		w.fire(stop{kind: "limit", msg: fmt.Sprintf("memory limit exceeded: the JavaScript heap passed %d MiB", w.limMiB)})
+		w.fire(stop{kind: "limit", msg: fmt.Sprintf("memory limit exceeded: the JavaScript heap passed %d MiB", w.lim.MemoryBytes>>20)})
 	case !w.deadline.IsZero() && !now.Before(w.deadline):
-		w.fire(stop{kind: "timeout", msg: fmt.Sprintf("the script exceeded its time limit of %s", w.timeout)})
+		w.fire(stop{kind: "timeout", msg: fmt.Sprintf("the script exceeded its time limit of %s", w.lim.Timeout)})
 	}
 }
 

@@ -72,32 +72,6 @@ func BenchmarkScenarios(b *testing.B) {
 	}
 }
 
-// BenchmarkB2MemoryStore runs B2's run on the memory store, where no commit
-// waits: the loop's own work per call on a warm core (and the memory
-// store's JSON round trips of the transcript), to set beside B2's "own
-// time", the same work done between commits:
-//
-//	go test -run '^$' -bench B2MemoryStore ./test/bench
-func BenchmarkB2MemoryStore(b *testing.B) {
-	exec, err := jsexec.New(jsexec.WithMode(jsexec.ModeInProcess))
-	if err != nil {
-		b.Fatal(err)
-	}
-	run := b2Run(exec)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		h, err := memstore.New().Open(ctx, "s", "r")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := run(ctx, h); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*b2Calls), "ns/call")
-}
-
 // waitingStore delays each commit by a timer before making it, as a
 // commit's fsync makes its run wait: the core idles, and the work after it
 // runs as it does after a real commit, without the disk's noise.
@@ -116,17 +90,18 @@ func (s *waitingStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoin
 	return s.Store.SaveCheckpoint(ctx, cp)
 }
 
-// BenchmarkB2AfterWait runs B2's run on the memory store with each commit
-// waiting first (250 µs, about a SyncAlways commit here): own-µs/call is
-// the run's time per call less its commits' waits, B2's "own time" without
-// the disk's noise (and with the memory store's JSON round trips, which
-// the JetStream store does not make; wait=0s shows them alone).
-// cpu-µs/call is the process's CPU time per call, on both cores: less
-// noisy than the wall clock, and it counts the work of waking the other
-// core that a goroutine hand-off makes:
+// BenchmarkB2MemoryStore runs B2's run on the memory store. At wait=0s no
+// commit waits: the loop's own work per call on a warm core (and the
+// memory store's JSON round trips of the transcript, which the JetStream
+// store does not make). At wait=250µs each commit waits first, about a
+// SyncAlways commit here: own-µs/call is the run's time per call less its
+// commits' waits, B2's "own time" without the disk's noise. cpu-µs/call is
+// the process's CPU time per call, on both cores: less noisy than the wall
+// clock, and it counts the work of waking the other core that a goroutine
+// hand-off makes:
 //
-//	go test -run '^$' -bench B2AfterWait ./test/bench
-func BenchmarkB2AfterWait(b *testing.B) {
+//	go test -run '^$' -bench B2MemoryStore ./test/bench
+func BenchmarkB2MemoryStore(b *testing.B) {
 	exec, err := jsexec.New(jsexec.WithMode(jsexec.ModeInProcess))
 	if err != nil {
 		b.Fatal(err)
@@ -135,6 +110,7 @@ func BenchmarkB2AfterWait(b *testing.B) {
 	ctx := context.Background()
 	for _, wait := range []time.Duration{0, 250 * time.Microsecond} {
 		b.Run("wait="+wait.String(), func(b *testing.B) {
+			b.ReportAllocs()
 			var waited time.Duration
 			cpu0 := cpuTime()
 			for b.Loop() {
@@ -148,6 +124,7 @@ func BenchmarkB2AfterWait(b *testing.B) {
 				}
 				waited += s.waited
 			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*b2Calls), "ns/call")
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N*b2Calls), "cpu-µs/call")
 			b.ReportMetric(float64((b.Elapsed()-waited).Microseconds())/float64(b.N*b2Calls), "own-µs/call")
 		})
