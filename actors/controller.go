@@ -23,12 +23,18 @@ type controller struct {
 	run *events.Run
 	// budget is the attempt's view of its root's budget entry.
 	budget *budgetView
+	// inLog, when set, is the run's budget kept in its log (the budget
+	// entry then holds what its commits do not).
+	inLog *inLog
 }
 
 var _ runtime.Controller = (*controller)(nil)
 
 // BeforeModel reserves a step of the root's budget (C24, C35).
 func (c *controller) BeforeModel(ctx context.Context) error {
+	if c.inLog != nil {
+		return c.inLog.reserve(ctx)
+	}
 	return c.n.ledger.reserve(ctx, c.run.RootRunID, c.budget)
 }
 

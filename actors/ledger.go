@@ -41,6 +41,10 @@ type budgetEntry struct {
 	UsedSteps    int   `json:"steps"`
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// InLog marks the side entry of a root run that keeps its budget in
+	// its log (inLog): it holds what the run's commits did not carry, and
+	// the run's totals add its last commit's.
+	InLog bool `json:"in_log,omitempty"`
 }
 
 // budgetOf fixes an agent's budget for a root run created now: the
@@ -374,9 +378,16 @@ type recorder struct {
 	l    *ledger
 	root string
 	view *budgetView
+	// inLog, when set, is the root's budget kept in its log: tokens are
+	// charged by the attempt's next write instead.
+	inLog *inLog
 }
 
 func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usage) error {
+	if r.inLog != nil {
+		r.inLog.record(u)
+		return nil
+	}
 	_, err := r.l.update(ctx, r.root, r.view, func(e *budgetEntry) error {
 		e.InputTokens += u.InputTokens
 		e.OutputTokens += u.OutputTokens
@@ -398,6 +409,10 @@ func (r recorder) RecordUsage(ctx context.Context, _ model.Purpose, u model.Usag
 // does not afford a next step, the tokens alone are recorded and
 // BeforeModel refuses it as before.
 func (r recorder) RecordResponse(ctx context.Context, purpose model.Purpose, resp *model.Response) error {
+	if r.inLog != nil {
+		r.inLog.record(resp.Usage) // the response's commit charges them
+		return nil
+	}
 	next := purpose == model.PurposeStep && goesOn(resp)
 	var ahead bool
 	_, err := r.l.update(ctx, r.root, r.view, func(e *budgetEntry) error {

@@ -919,16 +919,31 @@ const (
 	resultSettleMax   = 5 * time.Second
 )
 
-// Usage returns the totals of a root run's budget.
+// Usage returns the totals of a root run's budget: its entry in the
+// budgets bucket, or, for a root that keeps them in its log, its last
+// commit's with its side entry's (inlog.go).
 func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTokens, outputTokens int64, err error) {
 	e, err := n.ledger.usage(ctx, rootRunID)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// A root run has no entry until its first reservation.
-		if rec, lerr := n.Lookup(ctx, rootRunID); lerr == nil && rec.RootRunID == rec.RunID {
-			return 0, 0, 0, nil
-		}
+	var side *budgetEntry
+	switch {
+	case err == nil && !e.InLog:
+		return e.UsedSteps, e.InputTokens, e.OutputTokens, nil
+	case err == nil:
+		side = &e
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, 0, 0, err
 	}
-	return e.UsedSteps, e.InputTokens, e.OutputTokens, err
+	// In its log, or a root run with no entry yet (before its first
+	// reservation, as the bucket kept it).
+	rec, lerr := n.Lookup(ctx, rootRunID)
+	if lerr != nil {
+		return 0, 0, 0, errors.Join(err, lerr)
+	}
+	if rec.RootRunID != rec.RunID {
+		return 0, 0, 0, fmt.Errorf("actors: usage: %s is not a root run", rootRunID)
+	}
+	t, _, err := n.usageInLog(ctx, rec, side)
+	return t.UsedSteps, t.InputTokens, t.OutputTokens, err
 }
 
 // unwatch removes ch from runID's watchers (nil: nothing to remove).
@@ -1343,7 +1358,12 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 			return nil, nil, err
 		}
 	}
-	if s, ok := store.(interface{ AwaitsModel() bool }); ok && s.AwaitsModel() {
+	var inlog *inLog
+	if rs, ok := store.(*cjs.RunStore); ok && keepsInLog(rec, a, rs, m.store.WriteVersion(), budget) {
+		// Its commits charge its budget; revision 1 reserves its first
+		// step.
+		inlog = newInLog(n.ledger, rec, rs, budget)
+	} else if s, ok := store.(interface{ AwaitsModel() bool }); ok && s.AwaitsModel() {
 		// The attempt's first step is a model request: reserved now, while
 		// the attempt starts (a fresh run commits revision 1 meanwhile),
 		// not after (ledger.reserveEarly).
@@ -1363,9 +1383,9 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	}
 	in := runtime.Input{
 		Definition: a.Definition, Subagents: subs,
-		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID, view: budget}),
+		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID, view: budget, inLog: inlog}),
 		ModelLimits: a.Limits, Store: store, Backend: backend, ExecutorFactory: n.cfg.Executors,
-		Controller: &controller{n: n, run: rec, budget: budget}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
+		Controller: &controller{n: n, run: rec, budget: budget, inLog: inlog}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
 		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
 		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}
@@ -1378,7 +1398,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 	// tells them apart).
 	started := time.Now()
 	res, err = runtime.Run(ctx, in)
-	n.refundAhead(rec, budget)
+	n.refundAhead(rec, budget, inlog)
 	if n.cfg.OnAttempt != nil {
 		outcome := attemptOutcome(res, err)
 		if err != nil && errors.Is(context.Cause(ctx), errWallClockDeadline) {
@@ -1438,14 +1458,22 @@ func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept
 }
 
 // refundAhead gives back a step the attempt reserved ahead (with the
-// write that recorded its last response: ledger.go) and did not take,
-// because it stopped before its next model step: drained, failed, its
-// lease lost. One write, made only then. A crash leaves the step spent,
-// as a crash after any reservation does (C35); a refund that fails is
-// logged and the step stays spent.
-func (n *Node) refundAhead(rec *events.Run, budget *budgetView) {
+// write that recorded its last response: ledger.go; with the commit that
+// left the run in the model phase: inlog.go) and did not take, because it
+// stopped before its next model step: drained, failed, its lease lost.
+// One write, made only then (with a budget in the log, it also charges
+// tokens no commit carried). A crash leaves the step spent, as a crash
+// after any reservation does (C35); a refund that fails is logged and the
+// step stays spent.
+func (n *Node) refundAhead(rec *events.Run, budget *budgetView, inlog *inLog) {
 	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
 	defer cancel()
+	if inlog != nil {
+		if err := inlog.end(ctx); err != nil {
+			n.logger.Warn("actors: a step reserved ahead and not taken stays spent, or tokens reported are not charged", "run", rec.RunID, "err", err)
+		}
+		return
+	}
 	if err := n.ledger.giveBack(ctx, rec.RootRunID, budget); err != nil {
 		n.logger.Warn("actors: a step reserved ahead and not taken stays spent", "run", rec.RunID, "root", rec.RootRunID, "err", err)
 	}

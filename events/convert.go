@@ -157,7 +157,7 @@ func CompactionFromWire(w wire.Compaction) session.Compaction {
 // Wire returns the payload p in the log's form, as this build writes it.
 func (p *Checkpoint) Wire() wire.Commit {
 	return wire.Commit{Checkpoint: ToWire(&p.Checkpoint), UsedCallIDsBase: p.UsedCallIDsBase, UsedCallIDsBaseRev: p.UsedCallIDsBaseRev,
-		CallsBase: p.CallsBase, CallsBaseRev: p.CallsBaseRev, CallsAt: p.CallsAt}
+		CallsBase: p.CallsBase, CallsBaseRev: p.CallsBaseRev, CallsAt: p.CallsAt, Ledger: p.Ledger}
 }
 
 // Wire returns the payload c in the log's form.

@@ -119,7 +119,14 @@ type Checkpoint struct {
 	CallsBase    uint64 `json:"calls_base,omitempty"`
 	CallsBaseRev int64  `json:"calls_base_rev,omitempty"`
 	CallsAt      []int  `json:"calls_at,omitempty"`
+	// Ledger, when set (schema version 4 on), is what the run's commits
+	// have charged its budget with, this one included (wire.Ledger).
+	Ledger *Ledger `json:"ledger,omitempty"`
 }
+
+// Ledger is a run's budget as its commits charged it; its log form is
+// wire.Ledger.
+type Ledger = wire.Ledger
 
 // Compaction is the payload of WindowCompacted with the runtime's
 // compaction; its log form is wire.Compacted.
@@ -156,9 +163,13 @@ const (
 // commit that lists only the calls it changed (VersionOf). New and NewRaw
 // build version 1 envelopes.
 
-// VersionOf is the version of a checkpoint commit with payload p: 2 when
-// it lists only the calls it changed, else 1.
+// VersionOf is the version of a checkpoint commit with payload p: 4 when
+// it carries its run's budget totals (Ledger), 2 when it lists only the
+// calls it changed, else 1.
 func VersionOf(p *Checkpoint) int {
+	if p.Ledger != nil {
+		return LedgerVersion
+	}
 	if !p.ListsCalls() {
 		return 2
 	}
@@ -189,7 +200,7 @@ func NewRaw(t Type, sessionID, runID string, revision, epoch int64, at time.Time
 // did, ignores the later keys): build commits with this, not NewRaw.
 func NewCommit(sessionID, runID string, revision, epoch int64, at time.Time, checkpoint []byte, on Bases) Envelope {
 	e := NewRaw(CheckpointCommitted, sessionID, runID, revision, epoch, at, CheckpointPayloadWith(checkpoint, on))
-	e.Version = VersionOf(&Checkpoint{CallsBaseRev: on.CallsRev})
+	e.Version = VersionOf(&Checkpoint{CallsBaseRev: on.CallsRev, Ledger: on.Ledger})
 	return e
 }
 
@@ -216,6 +227,8 @@ type Bases struct {
 	CallsSeq uint64
 	CallsRev int64
 	CallsAt  []int
+	// Ledger is the run's budget totals the commit carries (nil: none).
+	Ledger *Ledger
 }
 
 // CheckpointPayloadWith is CheckpointPayload on bases.
@@ -246,6 +259,15 @@ func CheckpointPayloadWith(checkpoint []byte, on Bases) json.RawMessage {
 			}
 			b = append(b, ']')
 		}
+	}
+	if l := on.Ledger; l != nil {
+		b = append(b, `,"ledger":{"steps":`...)
+		b = strconv.AppendInt(b, int64(l.Steps), 10)
+		b = append(b, `,"input_tokens":`...)
+		b = strconv.AppendInt(b, l.InputTokens, 10)
+		b = append(b, `,"output_tokens":`...)
+		b = strconv.AppendInt(b, l.OutputTokens, 10)
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }

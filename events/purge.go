@@ -16,6 +16,11 @@ const SessionPurged Type = "cairn.session.purged"
 // member reads it (the level, operations.md Upgrades).
 const PurgeVersion = 3
 
+// LedgerVersion is the schema version of a checkpoint commit that carries
+// its run's budget totals (Checkpoint.Ledger): a build of an earlier one
+// would read the commit and count the run's budget as unspent.
+const LedgerVersion = 4
+
 func init() { known[SessionPurged] = true }
 
 // Purge is the payload of SessionPurged (wire.Purge), and PurgedRun one

@@ -45,9 +45,11 @@ type version struct {
 // it are read as they were written.
 var versions = []version{
 	1: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV1{}}), commit: readCommitV1},
-	2: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV2{}}), commit: readCommit},
+	2: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV2{}}), commit: readCommitV2},
 	// Version 3 adds a type (SessionPurged); a commit reads as in 2.
-	3: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV2{}, SessionPurged: Purge{}}), commit: readCommit},
+	3: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV2{}, SessionPurged: Purge{}}), commit: readCommitV2},
+	// Version 4: a commit may carry its run's budget totals (ledger).
+	4: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV4{}, SessionPurged: Purge{}}), commit: readCommit},
 }
 
 // payloads is the payloads every version so far writes alike, with a
@@ -92,6 +94,7 @@ type commitV1 struct {
 	CallsBase          uint64             `json:"-"`
 	CallsBaseRev       int64              `json:"-"`
 	CallsAt            []int              `json:"-"`
+	Ledger             *Ledger            `json:"-"`
 }
 
 // readCommitV1 reads a version 1 commit. Keys of later versions in a
@@ -116,12 +119,23 @@ func readCommitV1(data []byte, p *Checkpoint) error {
 // upcastCommit1 makes a version 1 commit version 2's, in place: version
 // 1 lists the calls whole, so it names no listing of them.
 func upcastCommit1(c *commitV1) *Checkpoint {
-	c.CallsBase, c.CallsBaseRev, c.CallsAt = 0, 0, nil
+	c.CallsBase, c.CallsBaseRev, c.CallsAt, c.Ledger = 0, 0, nil, nil
 	return (*Checkpoint)(c)
 }
 
-// readCommit reads a commit of this build's form (versions 2 and 3).
+// readCommit reads a commit of this build's form (version 4).
 func readCommit(data []byte, p *Checkpoint) error {
 	*p = Checkpoint{}
 	return json.Unmarshal(data, p)
+}
+
+// readCommitV2 reads a commit of versions 2 and 3: this build's form
+// without the budget totals, which those versions do not have (a ledger
+// key in such a payload is not read, as their builds ignored it).
+func readCommitV2(data []byte, p *Checkpoint) error {
+	if err := readCommit(data, p); err != nil {
+		return err
+	}
+	p.Ledger = nil
+	return nil
 }

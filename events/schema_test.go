@@ -454,7 +454,7 @@ func checkConversions(t *testing.T, fl *filler) {
 	fl.fill(reflect.ValueOf(&p).Elem())
 	wp := p.Wire()
 	back := Checkpoint{Checkpoint: FromWire(&wp.Checkpoint), UsedCallIDsBase: wp.UsedCallIDsBase, UsedCallIDsBaseRev: wp.UsedCallIDsBaseRev,
-		CallsBase: wp.CallsBase, CallsBaseRev: wp.CallsBaseRev, CallsAt: wp.CallsAt}
+		CallsBase: wp.CallsBase, CallsBaseRev: wp.CallsBaseRev, CallsAt: wp.CallsAt, Ledger: wp.Ledger}
 	if !reflect.DeepEqual(back, p) {
 		t.Fatalf("payload -> wire -> payload:\n got %+v\nwant %+v", back, p)
 	}
@@ -484,7 +484,8 @@ func sameEncoding(t *testing.T, mem, w any) {
 // has; a compaction's event (New) is wire.Compacted's.
 func TestCommitPathWritesWire(t *testing.T) {
 	checkCommitPath(t, &filler{})
-	for _, on := range []Bases{{}, {UsedSeq: 3, UsedRev: 1}, {CallsRev: 2}, {UsedSeq: 3, UsedRev: 1, CallsSeq: 4, CallsRev: 2, CallsAt: []int{0, 5}}} {
+	for _, on := range []Bases{{}, {UsedSeq: 3, UsedRev: 1}, {CallsRev: 2}, {UsedSeq: 3, UsedRev: 1, CallsSeq: 4, CallsRev: 2, CallsAt: []int{0, 5}},
+		{Ledger: &Ledger{}}, {CallsRev: 2, Ledger: &Ledger{Steps: 3, InputTokens: 120, OutputTokens: 45}}} {
 		checkPayload(t, &runtime.Checkpoint{Revision: 3}, on)
 	}
 }
@@ -526,15 +527,31 @@ func checkPayload(t *testing.T, cp *runtime.Checkpoint, on Bases) {
 	}
 	got := CheckpointPayloadWith(b, on)
 	w := wire.Commit{Checkpoint: ToWire(cp), UsedCallIDsBase: on.UsedSeq, UsedCallIDsBaseRev: on.UsedRev,
-		CallsBase: on.CallsSeq, CallsBaseRev: on.CallsRev, CallsAt: on.CallsAt}
+		CallsBase: on.CallsSeq, CallsBaseRev: on.CallsRev, CallsAt: on.CallsAt, Ledger: on.Ledger}
 	want, _ := json.Marshal(&w)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the commit path writes\n%s\nwire.Commit is\n%s", got, want)
 	}
-	if on.CallsRev == 0 {
+	if on.CallsRev == 0 && on.Ledger == nil {
 		if err := sameBytes(&got, reflect.TypeFor[wire.CommitV1]()); err != nil {
-			t.Fatalf("a commit without call changes is not wire.CommitV1: %v", err)
+			t.Fatalf("a commit without call changes or totals is not wire.CommitV1: %v", err)
 		}
+	}
+	if on.Ledger == nil {
+		if err := sameBytes(&got, reflect.TypeFor[wire.CommitV2]()); err != nil {
+			t.Fatalf("a commit without totals is not wire.CommitV2: %v", err)
+		}
+	}
+	e := NewCommit("s", "r", 1, 1, time.Unix(0, 0), b, on)
+	version := 1
+	switch {
+	case on.Ledger != nil:
+		version = LedgerVersion
+	case on.CallsRev > 0:
+		version = 2
+	}
+	if e.Version != version {
+		t.Fatalf("a commit on bases %+v is version %d, want %d", on, e.Version, version)
 	}
 }
 
@@ -588,7 +605,7 @@ func TestRecordedPayloadsAreWire(t *testing.T) {
 						t.Fatal(err)
 					}
 					b, _ := json.Marshal(&p.Checkpoint)
-					again = CheckpointPayloadWith(b, Bases{UsedSeq: p.UsedCallIDsBase, UsedRev: p.UsedCallIDsBaseRev, CallsSeq: p.CallsBase, CallsRev: p.CallsBaseRev, CallsAt: p.CallsAt})
+					again = CheckpointPayloadWith(b, Bases{UsedSeq: p.UsedCallIDsBase, UsedRev: p.UsedCallIDsBaseRev, CallsSeq: p.CallsBase, CallsRev: p.CallsBaseRev, CallsAt: p.CallsAt, Ledger: p.Ledger})
 				case WindowCompacted:
 					var c Compaction
 					if err := e.Payload(&c); err != nil {

@@ -7,8 +7,10 @@ package events
 // changed (Checkpoint.CallsAt); a build that reads only version 1 would
 // take those for the whole journal, so it refuses version 2
 // (ErrUnknownVersion). Version 3: a session's purge marker
-// (SessionPurged), a type earlier builds do not know. Every version before
-// is read as it was written.
+// (SessionPurged), a type earlier builds do not know. Version 4: a
+// checkpoint commit may carry its run's budget totals (Checkpoint.Ledger),
+// which an earlier build would ignore and so count the run's budget as
+// unspent. Every version before is read as it was written.
 // A store writes the version its cluster's members all read
 // (store/jetstream Config.Schema), at most this one.
-const SchemaVersion = 3
+const SchemaVersion = 4

@@ -70,11 +70,41 @@ type CommitV2 struct {
 	CallsAt      []int  `json:"calls_at,omitempty"`
 }
 
+// CommitV4 is the payload of cairn.checkpoint.committed from schema
+// version 4: version 2's, and the totals of the run's budget (Ledger)
+// when the run keeps them in its own log. A reader of an earlier version
+// would ignore them and count the run's budget from elsewhere, as if
+// nothing were spent: this is why they are version 4.
+type CommitV4 struct {
+	Checkpoint         CheckpointV2 `json:"checkpoint"`
+	UsedCallIDsBase    uint64       `json:"used_call_ids_base,omitempty"`
+	UsedCallIDsBaseRev int64        `json:"used_call_ids_base_rev,omitempty"`
+	CallsBase          uint64       `json:"calls_base,omitempty"`
+	CallsBaseRev       int64        `json:"calls_base_rev,omitempty"`
+	CallsAt            []int        `json:"calls_at,omitempty"`
+	// Ledger, when set, is what the run's commits have charged its budget
+	// with, up to and including this one: a root run that nothing else
+	// draws on keeps its totals so, in the commits it makes anyway,
+	// instead of in a write of their own.
+	Ledger *Ledger `json:"ledger,omitempty"`
+}
+
+// Ledger is a run's budget as its commits charged it (CommitV4.Ledger):
+// the model steps reserved and the tokens the provider reported. What
+// was charged outside the commits (a reservation made on recovery, a
+// compaction's tokens) is kept beside the log, and the run's totals are
+// the sum.
+type Ledger struct {
+	Steps        int   `json:"steps"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
 // This build's forms.
 type (
 	// Commit is the payload of cairn.checkpoint.committed as this build
 	// writes it.
-	Commit = CommitV2
+	Commit = CommitV4
 	// Checkpoint is a commit's checkpoint as this build writes it.
 	Checkpoint = CheckpointV2
 	// Call is a journaled call as this build writes it.

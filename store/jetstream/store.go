@@ -578,6 +578,53 @@ type RunStore struct {
 	// from it. compactionRead is false on a handle made without Open.
 	compaction     *jetstream.RawStreamMsg
 	compactionRead bool
+	// ledger is the budget totals the committed checkpoint carries (nil:
+	// none), and charger, when set, what each new revision carries
+	// (SetLedger).
+	ledger  *events.Ledger
+	charger Charger
+}
+
+// Charger keeps a run's budget totals in the run's own commits
+// (events.Checkpoint.Ledger): a root run that nothing else draws on
+// charges its steps and tokens in the writes it makes anyway, instead of
+// in writes of their own (actors).
+type Charger interface {
+	// Charge returns the totals the commit of cp carries, from those of
+	// the committed revision (nil: none yet). It is called once per new
+	// revision, under the handle's lock, before the write: an identical
+	// retry of the committed revision charges nothing again.
+	Charge(cp *runtime.Checkpoint, last *events.Ledger) *events.Ledger
+	// Charged is told that the commit of cp, carrying l, landed.
+	Charged(cp *runtime.Checkpoint, l *events.Ledger)
+}
+
+// SetLedger makes every later commit of the handle carry the totals c
+// charges (nil: none). The log must be written at events.LedgerVersion
+// or later: SaveCheckpoint refuses a charge it could not write.
+func (h *RunStore) SetLedger(c Charger) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.charger = c
+}
+
+// Ledger returns the budget totals the run's committed checkpoint carries
+// (nil: none, or the handle has no checkpoint yet).
+func (h *RunStore) Ledger() *events.Ledger {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ledger == nil {
+		return nil
+	}
+	l := *h.ledger
+	return &l
+}
+
+// Revision is the run's committed revision (0: none yet).
+func (h *RunStore) Revision() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rev
 }
 
 var (
@@ -594,7 +641,7 @@ func (h *RunStore) readCheckpoint(ctx context.Context, m *jetstream.RawStreamMsg
 		return err
 	}
 	cp := &p.Checkpoint
-	h.rev, h.completed, h.phase = cp.Revision, cp.Reply != nil, cp.Phase
+	h.rev, h.completed, h.phase, h.ledger = cp.Revision, cp.Reply != nil, cp.Phase, p.Ledger
 	if h.used, h.base, err = h.s.usedCallIDs(ctx, m.Sequence, p, h.session, h.run); err != nil {
 		return err
 	}
@@ -888,6 +935,11 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	if err != nil {
 		return fmt.Errorf("jetstream: save checkpoint: %w", err)
 	}
+	if h.charger != nil {
+		if on.Ledger = h.charger.Charge(cp, h.ledger); on.Ledger != nil && version < events.LedgerVersion {
+			return fmt.Errorf("jetstream: save run %s rev %d: budget totals in the log need schema version %d, the store writes %d", h.run, cp.Revision, events.LedgerVersion, version)
+		}
+	}
 	if err := h.loadWindow(ctx); err != nil {
 		return err
 	}
@@ -908,7 +960,10 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		return fmt.Errorf("jetstream: save run %s rev %d: %w", h.run, cp.Revision, err)
 	}
 	h.seq, h.rev, h.cpData = seq, cp.Revision, b
-	h.completed, h.phase = cp.Reply != nil, cp.Phase
+	h.completed, h.phase, h.ledger = cp.Reply != nil, cp.Phase, on.Ledger
+	if h.charger != nil {
+		h.charger.Charged(cp, on.Ledger)
+	}
 	if ids := cp.UsedCallIDs; !full && len(ids) >= len(h.used) && slices.Equal(ids[h.base.n:len(h.used)], h.used[h.base.n:]) {
 		h.used = append(h.used, ids[len(h.used):]...) // the usual case: a few IDs more
 	} else {
@@ -1191,6 +1246,20 @@ func (s *Store) LastCheckpoint(ctx context.Context, subject string) (*runtime.Ch
 		}
 	}
 	return &p.Checkpoint, nil
+}
+
+// LastLedger returns the budget totals the last checkpoint commit of a
+// run carries (nil: it has none, or no commit).
+func (s *Store) LastLedger(ctx context.Context, sessionID, runID string) (*events.Ledger, error) {
+	m, err := s.last(ctx, events.RunCheckpoints(sessionID, runID))
+	if err != nil || m == nil {
+		return nil, err
+	}
+	p, _, _, err := s.decodeCheckpointOf(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return p.Ledger, nil
 }
 
 // Keys is the keyring of the store's payload codec (Config.Keys), nil when

@@ -23,14 +23,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
 	"github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/storetest"
 )
 
 func main() {
@@ -115,7 +118,13 @@ func recordOne(ctx context.Context, sc runtimetest.Scenario, path string, purge 
 			return err
 		}
 	}
-	h := runtimetest.NewHost(tb{}, store, sc.Steps...)
+	var opener storetest.Opener = store
+	if events.SchemaVersion >= events.LedgerVersion && !spawns(sc) {
+		// A root run with no subagents keeps its budget in its commits
+		// (actors): recorded so, its commits carry the totals.
+		opener = charging{store}
+	}
+	h := runtimetest.NewHost(tb{}, opener, sc.Steps...)
 	if sc.Setup != nil {
 		sc.Setup(h)
 	}
@@ -192,4 +201,51 @@ func purgeSession(ctx context.Context, store *jetstream.Store, session string) e
 		return err
 	}
 	return store.FinishPurge(ctx, session, marker, p.Objects)
+}
+
+// charging opens runs whose commits carry their budget totals as a node's
+// root run with no subagents keeps them: a step reserved by each commit
+// that leaves the run in the model phase, a response's tokens by its
+// commit.
+type charging struct{ s *jetstream.Store }
+
+func (c charging) Open(ctx context.Context, sessionID, runID string) (runtime.Store, error) {
+	rs, err := c.s.Open(ctx, sessionID, runID)
+	if err != nil {
+		return nil, err
+	}
+	rs.(*jetstream.RunStore).SetLedger(counter{})
+	return rs, nil
+}
+
+type counter struct{}
+
+func (counter) Charge(cp *runtime.Checkpoint, last *events.Ledger) *events.Ledger {
+	var t events.Ledger
+	if last != nil {
+		t = *last
+	}
+	if cp.Usage != nil {
+		t.InputTokens += cp.Usage.InputTokens
+		t.OutputTokens += cp.Usage.OutputTokens
+	}
+	if cp.Reply == nil && cp.Phase == runtime.PhaseModel {
+		t.Steps++
+	}
+	return &t
+}
+
+func (counter) Charged(*runtime.Checkpoint, *events.Ledger) {}
+
+// spawns reports whether a scenario's run starts children: a root run
+// with subagents keeps its budget in the bucket its descendants share.
+func spawns(sc runtimetest.Scenario) bool {
+	for _, r := range sc.Steps {
+		for _, c := range r.Message.ToolCalls() {
+			if strings.HasPrefix(c.Name, "spawn_") || c.Name == runtime.ToolContinue {
+				return true
+			}
+		}
+	}
+	return false
 }
