@@ -628,35 +628,78 @@ func (f *flaky) Generate(ctx context.Context, req model.Request) (*model.Respons
 // C35: a request lost after its reservation costs a step; the retry
 // reserves another, and with the budget spent the run stops at the gate
 // without calling the model.
+//
+// At both places a root run with no subagents keeps its budget: its log
+// (this build's cluster: the step reserved by revision 1's commit) and
+// the budgets bucket (a cluster at schema level 3).
 func TestCrashAfterReservationCostsAStep(t *testing.T) {
-	nc := natstest.Connect(t, natstest.Server(t))
-	m := &flaky{inner: &model.Scripted{Steps: []model.Response{
-		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"late"}}`)),
-	}}}
-	n, err := actors.Start(context.Background(), actors.Config{
-		Conn: nc,
-		Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
-			Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 1}}},
-		Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
-		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
-	})
+	for _, level := range []int{0, 3} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			nc := natstest.Connect(t, natstest.Server(t))
+			m := &flaky{inner: &model.Scripted{Steps: []model.Response{
+				model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"late"}}`)),
+			}}}
+			n, err := actors.Start(context.Background(), actors.Config{
+				Conn: nc, SchemaLevel: level,
+				Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
+					Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 1}}},
+				Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+				Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeNode(t, n)
+			sess, run, err := n.Run(context.Background(), "solo", "One step only.")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st, _, err := n.Result(ctx, sess, run)
+			if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "budget exhausted") {
+				t.Fatalf("= %s, %v; want a budget failure", st, err)
+			}
+			if m.n.Load() != 1 {
+				t.Fatalf("the model was called %d times; the retry must stop at the gate", m.n.Load())
+			}
+			if steps, _, _, err := n.Usage(ctx, run); err != nil || steps != 1 {
+				t.Fatalf("steps used %d (%v), want 1", steps, err)
+			}
+			checkBudgetPlace(t, nc, level == 0, 0) // the gate refused with no write
+		})
+	}
+}
+
+// checkBudgetPlace checks where a node kept the budget of its root runs
+// with no subagents: in their commits (schema version 4, and sideWrites
+// writes to the budgets bucket: what no commit carried), or, at schema
+// level 3, in the bucket (no event of version 4).
+func checkBudgetPlace(t *testing.T, nc *nats.Conn, inLog bool, sideWrites uint64) {
+	t.Helper()
+	writes := budgetWrites(t, nc)
+	newest := newestVersion(t, nc)
+	switch {
+	case inLog && (writes != sideWrites || newest != events.LedgerVersion):
+		t.Fatalf("%d writes to the budgets bucket, the log's newest event version %d: want the budget in the log (%d, %d)", writes, newest, sideWrites, events.LedgerVersion)
+	case !inLog && (writes == 0 || newest >= events.LedgerVersion):
+		t.Fatalf("%d writes to the budgets bucket, the log's newest event version %d: want the budget in the bucket", writes, newest)
+	}
+}
+
+// budgetWrites is the number of writes the budgets bucket has had.
+func budgetWrites(t *testing.T, nc *nats.Conn) uint64 {
+	t.Helper()
+	js, _ := njs.New(nc)
+	st, err := js.Stream(context.Background(), "KV_cairn_budgets")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeNode(t, n)
-	sess, run, err := n.Run(context.Background(), "solo", "One step only.")
+	info, err := st.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, _, err := n.Result(ctx, sess, run)
-	if st != runtime.StatusFailed || !strings.Contains(fmt.Sprint(err), "budget exhausted") {
-		t.Fatalf("= %s, %v; want a budget failure", st, err)
-	}
-	if m.n.Load() != 1 {
-		t.Fatalf("the model was called %d times; the retry must stop at the gate", m.n.Load())
-	}
+	return info.State.LastSeq
 }
 
 // C34: the root's wall-clock budget ends a run that is parked waiting on a
@@ -1215,16 +1258,30 @@ func TestPermanentModelErrorIsNotRetried(t *testing.T) {
 // given back: the run, resumed on the next node, takes its second and last
 // step within its budget of two. Without the refund the drained attempt
 // spent a step it never took, and the resumed run failed on its budget.
+//
+// With the budget in the bucket (level 3), for a run begun in the bucket
+// and resumed by a node that keeps new runs' budgets in the log (a run
+// keeps its budget where it began), and in the log (level 0: this
+// build's), where the step is reserved later, by the call's result's
+// commit (TestBudgetInTheLog gives back one reserved so).
 func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
+	for _, levels := range [][2]int{{0, 0}, {3, 3}, {3, 0}} {
+		t.Run(fmt.Sprintf("levels=%d,%d", levels[0], levels[1]), func(t *testing.T) {
+			stepReservedAheadAndGivenBack(t, levels)
+		})
+	}
+}
+
+func stepReservedAheadAndGivenBack(t *testing.T, levels [2]int) {
 	nc := natstest.Connect(t, natstest.Server(t))
 	m := &model.Scripted{Steps: []model.Response{
 		model.Reply(model.Call("h", "run_js", `{"code":"hang"}`)),
 		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"after the drain"}}`)),
 	}}
 	hanging := make(chan struct{}, 1)
-	start := func() *actors.Node {
+	start := func(level int) *actors.Node {
 		n, err := actors.Start(context.Background(), actors.Config{
-			Conn: nc,
+			Conn: nc, SchemaLevel: level,
 			Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
 				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 2}}},
 			Model: func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
@@ -1241,14 +1298,14 @@ func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
 		return n
 	}
 	ctx := context.Background()
-	first := start()
+	first := start(levels[0])
 	sess, run, err := first.Run(ctx, "solo", "Two steps.")
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-hanging // the first response is committed, the second step reserved ahead, the script hangs
 	closeNode(t, first)
-	second := start()
+	second := start(levels[1])
 	defer closeNode(t, second)
 	rctx, cancel := context.WithTimeout(ctx, time.Minute) // a last resort: Result returns when the run ends
 	defer cancel()
@@ -1262,6 +1319,10 @@ func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
 	if steps, _, _, err := second.Usage(ctx, run); err != nil || steps != 2 {
 		t.Fatalf("steps used %d (%v), want 2: the drained attempt's step ahead given back", steps, err)
 	}
+	// In the log, the second step is reserved by the commit of the call's
+	// result (on the second node), not ahead of the call: there is nothing
+	// to give back, and nothing written to the bucket.
+	checkBudgetPlace(t, nc, levels[0] == 0, 0)
 }
 
 // signalling is an executor factory whose executors signal ch when they
@@ -1293,4 +1354,85 @@ func (e signallingExecutor) Execute(ctx context.Context, sc jstool.Script) (jsto
 		}
 	}
 	return e.Executor.Execute(ctx, sc)
+}
+
+// C24, C34 for a root run that keeps its budget in its log: before each
+// model request, the run's totals (Node.Usage: its last commit's and its
+// side entry's) already count the request's step, and every earlier
+// response's tokens; the budgets bucket is never written.
+func TestBudgetInTheLogIsDurableBeforeEachRequest(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	u := model.Usage{InputTokens: 10, OutputTokens: 5}
+	r1 := model.Reply(model.Call("c1", "run_js", `{"code":"return 1"}`))
+	r1.Usage = u
+	r2 := model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"2"}}`))
+	r2.Usage = u
+	m := &usageChecking{inner: &model.Scripted{Steps: []model.Response{r1, r2}}, ready: make(chan struct{})}
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc,
+		Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
+			Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 3, Tokens: 1000}}},
+		Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNode(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a last resort: Result returns when the run ends
+	defer cancel()
+	sess, run, err := n.Run(ctx, "solo", "Two steps.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.n, m.run = n, run
+	close(m.ready)
+	if st, _, err := n.Result(ctx, sess, run); err != nil || st != runtime.StatusCompleted {
+		t.Fatalf("= %s, %v; want completed", st, err)
+	}
+	if err := m.failed(); err != nil {
+		t.Fatal(err)
+	}
+	if steps, in, out, err := n.Usage(ctx, run); err != nil || steps != 2 || in != 20 || out != 10 {
+		t.Fatalf("usage %d steps, %d+%d tokens (%v); want 2 steps, 20+10 tokens", steps, in, out, err)
+	}
+	checkBudgetPlace(t, nc, true, 0)
+}
+
+// usageChecking is a model that, before each request, checks that the
+// run's totals count the request's step and every earlier response's
+// tokens.
+type usageChecking struct {
+	inner model.Model
+	ready chan struct{} // closed once n and run are set
+	n     *actors.Node
+	run   string
+
+	mu    sync.Mutex
+	calls int
+	err   error // the first failed check
+}
+
+func (m *usageChecking) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	<-m.ready
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	steps, in, out, err := m.n.Usage(ctx, m.run)
+	if err == nil && (steps < m.calls || in+out != int64(15*(m.calls-1))) {
+		err = fmt.Errorf("request %d: the budget counts %d steps and %d tokens: want the request's step and %d tokens charged before it", m.calls, steps, in+out, 15*(m.calls-1))
+	}
+	if err != nil && m.err == nil {
+		m.err = err
+	}
+	return m.inner.Generate(ctx, req)
+}
+
+func (m *usageChecking) failed() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil && m.calls != 2 {
+		return fmt.Errorf("%d requests, want 2", m.calls)
+	}
+	return m.err
 }

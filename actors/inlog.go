@@ -196,6 +196,11 @@ func (b *inLog) settled(u model.Usage) {
 // and not taken is given back, tokens no write carried are charged, both
 // on the side entry in one write (none when there is neither). A crash
 // leaves the step spent, as a crash after any reservation does (C35).
+//
+// After a commit whose write failed with its outcome unknown (the store
+// could not settle a lost acknowledgement), the tokens it carried are
+// charged here too, and a step it may have reserved is not given back:
+// counted twice, perhaps, never lost.
 func (b *inLog) end(ctx context.Context) error {
 	b.mu.Lock()
 	ahead, pending := b.ahead, b.pending

@@ -1359,15 +1359,20 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		}
 	}
 	var inlog *inLog
-	if rs, ok := store.(*cjs.RunStore); ok && keepsInLog(rec, a, rs, m.store.WriteVersion(), budget) {
+	rs, _ := store.(*cjs.RunStore)
+	switch {
+	case rs != nil && keepsInLog(rec, a, rs, m.store.WriteVersion(), budget):
 		// Its commits charge its budget; revision 1 reserves its first
-		// step.
+		// step (inlog.go).
 		inlog = newInLog(n.ledger, rec, rs, budget)
-	} else if s, ok := store.(interface{ AwaitsModel() bool }); ok && s.AwaitsModel() {
-		// The attempt's first step is a model request: reserved now, while
-		// the attempt starts (a fresh run commits revision 1 meanwhile),
-		// not after (ledger.reserveEarly).
-		n.ledger.reserveEarly(ctx, rec.RootRunID, budget)
+	case rs != nil:
+		rs.SetLedger(nil) // a handle kept from an earlier attempt
+		if rs.AwaitsModel() {
+			// The attempt's first step is a model request: reserved now,
+			// while the attempt starts (a fresh run commits revision 1
+			// meanwhile), not after (ledger.reserveEarly).
+			n.ledger.reserveEarly(ctx, rec.RootRunID, budget)
+		}
 	}
 	subs := make([]runtime.AgentDefinition, 0, len(a.Definition.Subagents))
 	for _, s := range a.Definition.Subagents {

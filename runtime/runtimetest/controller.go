@@ -30,6 +30,11 @@ type Controller struct {
 	RejectComplete error
 	// Clock is used for wait deadlines; nil means a fixed clock.
 	Clock runtime.Clock
+	// Reserve, when set, is BeforeModel's reservation instead of the
+	// count against Steps: a host's own budget under the fake's other
+	// methods (the crash matrix run over a node's budget). Its error is
+	// BeforeModel's.
+	Reserve func(ctx context.Context) error
 
 	mu       sync.Mutex
 	reserved int
@@ -132,6 +137,13 @@ func (c *Controller) BeforeModel(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.count("BeforeModel", "")
+	if c.Reserve != nil {
+		if err := c.Reserve(ctx); err != nil {
+			return err
+		}
+		c.reserved++
+		return nil
+	}
 	if c.Steps > 0 && c.reserved >= c.Steps {
 		return fmt.Errorf("%w: %d of %d used", ErrBudgetExhausted, c.reserved, c.Steps)
 	}

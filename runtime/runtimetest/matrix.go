@@ -85,6 +85,19 @@ var nonRetried = map[string]bool{"run_js": true, "get_calls": true, "cancel_call
 // C8, C13, C15, C17, C19, C20, C25, C26, C28, C29, C35). newOpener returns
 // an opener over empty state.
 func CrashMatrix(t *testing.T, newOpener func(t *testing.T) storetest.Opener, scenarios []Scenario) {
+	CrashMatrixWith(t, newOpener, scenarios, MatrixHooks{})
+}
+
+// MatrixHooks adapt the crash matrix to a host's own parts (a node's
+// budget, say): each host is adjusted after its scenario's setup, and
+// each case checked after the matrix's own checks.
+type MatrixHooks struct {
+	Setup func(t *testing.T, sc Scenario, h *Host)
+	Check func(t *testing.T, sc Scenario, h *Host, err error)
+}
+
+// CrashMatrixWith is CrashMatrix with hooks.
+func CrashMatrixWith(t *testing.T, newOpener func(t *testing.T) storetest.Opener, scenarios []Scenario, hooks MatrixHooks) {
 	for _, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
 			newHost := func(t *testing.T) *Host {
@@ -93,12 +106,18 @@ func CrashMatrix(t *testing.T, newOpener func(t *testing.T) storetest.Opener, sc
 				if sc.Setup != nil {
 					sc.Setup(h)
 				}
+				if hooks.Setup != nil {
+					hooks.Setup(t, sc, h)
+				}
 				return h
 			}
 			base := newHost(t)
 			want, err := base.Drive(10, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if hooks.Check != nil {
+				hooks.Check(t, sc, base, nil)
 			}
 			ref := reference{reply: want, hist: base.History(), children: base.Ctrl.Children(), compactions: fmt.Sprint(base.Compactions())}
 			faultFree := base.Faults.Ops()
@@ -114,6 +133,9 @@ func CrashMatrix(t *testing.T, newOpener func(t *testing.T) storetest.Opener, sc
 						h.Faults.Set(nil)
 						cases++
 						checkRecovered(t, sc, h, res, err, ref)
+						if hooks.Check != nil {
+							hooks.Check(t, sc, h, err)
+						}
 					})
 				}
 				if !fired && i >= faultFree {
