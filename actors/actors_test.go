@@ -1261,11 +1261,14 @@ func TestPermanentModelErrorIsNotRetried(t *testing.T) {
 //
 // With the budget in the bucket (level 3), for a run begun in the bucket
 // and resumed by a node that keeps new runs' budgets in the log (a run
-// keeps its budget where it began), and in the log (level 0: this
-// build's), where the step is reserved later, by the call's result's
-// commit (TestBudgetInTheLog gives back one reserved so).
+// keeps its budget where it began), in the log (level 0: this build's),
+// where the step is reserved later, by the call's result's commit
+// (TestBudgetInTheLog gives back one reserved so), and for a run begun in
+// the log and resumed by a node at level 3 (as every member of a cluster
+// is for a while after it starts: it keeps the run's budget in the log,
+// whose version it writes for that run alone).
 func TestStepReservedAheadAndNotTakenIsGivenBack(t *testing.T) {
-	for _, levels := range [][2]int{{0, 0}, {3, 3}, {3, 0}} {
+	for _, levels := range [][2]int{{0, 0}, {3, 3}, {3, 0}, {0, 3}} {
 		t.Run(fmt.Sprintf("levels=%d,%d", levels[0], levels[1]), func(t *testing.T) {
 			stepReservedAheadAndGivenBack(t, levels)
 		})

@@ -34,11 +34,17 @@ import (
 // and a step reserved ahead and given back when the attempt ends without
 // taking it. The run's totals are the sum of its last commit's and its
 // side entry's. One attempt holds the run's lease at a time, so nobody
-// else charges either; the side entry's compare-and-set still fences a
-// fenced-out attempt's late refund.
+// else charges the commits; the side entry is updated by compare-and-set,
+// so an attempt fenced out that gives back its step late adds to what the
+// next attempt wrote instead of overwriting it (the step was not taken:
+// giving it back is right). The attempt checks its budget against the
+// side entry as it last read or wrote it: what a fenced-out attempt wrote
+// since is seen at its next side write.
 //
-// The limit: tokens a provider reported for a response whose commit never
-// landed (the process died in between) are not counted; the step is.
+// The limit: tokens reported are held by the node until the attempt's
+// next write (the response's commit, the next step's side reservation
+// after a compaction, the attempt's end after a failed request): a
+// process that dies before it loses them; the step is counted.
 type inLog struct {
 	l      *ledger
 	root   string
@@ -223,7 +229,9 @@ func (b *inLog) end(ctx context.Context) error {
 
 // usageInLog is the totals of a root run that keeps its budget in its
 // log: its last commit's and its side entry's (side: nil when it has
-// none). ok is false when the run's log keeps none.
+// none). ok is false when the run's log keeps none (and no side entry
+// says it will: a run that has not committed since its side entry was
+// written).
 func (n *Node) usageInLog(ctx context.Context, rec *events.Run, side *budgetEntry) (e budgetEntry, ok bool, err error) {
 	c, err := n.store.LastLedger(ctx, rec.SessionID, rec.RunID)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
 // C24, C34, C35 for a root run that keeps its budget in its log (inLog),
@@ -175,5 +177,79 @@ func TestBudgetInTheLog(t *testing.T) {
 				t.Fatalf("%d writes to the budgets bucket, want %d", got, tc.writes)
 			}
 		})
+	}
+}
+
+// Where an attempt keeps its run's budget (keepsInLog): in the log for a
+// root with no subagents and a budget in its record, when its log has
+// totals already (at any level), or, with no commit yet, at a level that
+// writes them and with no whole entry in the bucket from an earlier
+// attempt; in the bucket otherwise, and for good once the run has commits
+// without totals.
+func TestWhereTheBudgetIsKept(t *testing.T) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, natstest.Server(t))
+	s, err := cjs.New(ctx, nc, cjs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	solo := &Agent{}
+	withSubs := &Agent{Definition: runtime.AgentDefinition{Subagents: []string{"helper"}}}
+	budget := &events.RunBudget{Steps: 3}
+	root := func(id string) *events.Run { return &events.Run{RunID: id, RootRunID: id, Budget: budget} }
+	// A run with commits: with totals, or without (begun in the bucket).
+	commit := func(id string, withTotals bool) *cjs.RunStore {
+		h, err := s.Open(ctx, "s-"+id, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := h.(*cjs.RunStore)
+		if withTotals {
+			rs.SetLedger(&inLog{l: &ledger{now: time.Now}, limits: entryOf(budget), side: &budgetView{}})
+		}
+		cp := &runtime.Checkpoint{Version: 1, Revision: 1, RunKey: id, Phase: runtime.PhaseModel,
+			Append: []model.Message{model.TextMessage(id+"-1", model.RoleUser, "go")}}
+		if err := rs.SaveCheckpoint(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	fresh := func(id string) *cjs.RunStore {
+		h, err := s.Open(ctx, "s-"+id, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.(*cjs.RunStore)
+	}
+	view := func(e budgetEntry, rev uint64) *budgetView {
+		v := &budgetView{}
+		v.set(e, rev)
+		return v
+	}
+	none := view(entryOf(budget), 0)
+	whole := view(budgetEntry{Steps: 3, UsedSteps: 1}, 7)
+	side := view(budgetEntry{Steps: 3, UsedSteps: -1, InLog: true}, 7)
+	for _, tc := range []struct {
+		name  string
+		rec   *events.Run
+		a     *Agent
+		rs    *cjs.RunStore
+		level int
+		side  *budgetView
+		want  bool
+	}{
+		{"a fresh root with no subagents", root("a"), solo, fresh("a"), events.LedgerVersion, none, true},
+		{"a fresh root, at level 3", root("b"), solo, fresh("b"), 3, none, false},
+		{"a fresh root whose earlier attempt charged a whole entry", root("c"), solo, fresh("c"), events.LedgerVersion, whole, false},
+		{"a fresh root with a side entry", root("d"), solo, fresh("d"), events.LedgerVersion, side, true},
+		{"a root with subagents", root("e"), withSubs, fresh("e"), events.LedgerVersion, none, false},
+		{"a child", &events.Run{RunID: "f", RootRunID: "root", ParentRunID: "root"}, solo, fresh("f"), events.LedgerVersion, none, false},
+		{"a root with no budget in its record (a fork)", &events.Run{RunID: "g", RootRunID: "g"}, solo, fresh("g"), events.LedgerVersion, none, false},
+		{"a run whose log has totals, at level 3", root("h"), solo, commit("h", true), 3, none, true},
+		{"a run begun in the bucket", root("i"), solo, commit("i", false), events.LedgerVersion, none, false},
+	} {
+		if got := keepsInLog(tc.rec, tc.a, tc.rs, tc.level, tc.side); got != tc.want {
+			t.Errorf("%s: keepsInLog = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -920,21 +920,17 @@ const (
 )
 
 // Usage returns the totals of a root run's budget: its entry in the
-// budgets bucket, or, for a root that keeps them in its log, its last
-// commit's with its side entry's (inlog.go).
+// budgets bucket, and, for a root that keeps them in its log, its last
+// commit's added (inlog.go). Where a run keeps its budget is read from its
+// log, not from the entry's in_log mark: an attempt that kept the budget
+// in the bucket and was fenced out at the run's start may have written a
+// whole entry all the same.
 func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTokens, outputTokens int64, err error) {
 	e, err := n.ledger.usage(ctx, rootRunID)
-	var side *budgetEntry
-	switch {
-	case err == nil && !e.InLog:
-		return e.UsedSteps, e.InputTokens, e.OutputTokens, nil
-	case err == nil:
-		side = &e
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
+	found := err == nil
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, 0, err
 	}
-	// In its log, or a root run with no entry yet (before its first
-	// reservation, as the bucket kept it).
 	rec, lerr := n.Lookup(ctx, rootRunID)
 	if lerr != nil {
 		return 0, 0, 0, errors.Join(err, lerr)
@@ -942,8 +938,20 @@ func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTok
 	if rec.RootRunID != rec.RunID {
 		return 0, 0, 0, fmt.Errorf("actors: usage: %s is not a root run", rootRunID)
 	}
-	t, _, err := n.usageInLog(ctx, rec, side)
-	return t.UsedSteps, t.InputTokens, t.OutputTokens, err
+	var side *budgetEntry
+	if found {
+		side = &e
+	}
+	t, inLog, err := n.usageInLog(ctx, rec, side)
+	switch {
+	case err != nil:
+		return 0, 0, 0, err
+	case !inLog && found:
+		return e.UsedSteps, e.InputTokens, e.OutputTokens, nil
+	case !inLog:
+		return 0, 0, 0, nil // a root run has no entry until its first reservation
+	}
+	return t.UsedSteps, t.InputTokens, t.OutputTokens, nil
 }
 
 // unwatch removes ch from runID's watchers (nil: nothing to remove).
@@ -1365,9 +1373,11 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		// Its commits charge its budget; revision 1 reserves its first
 		// step (inlog.go).
 		inlog = newInLog(n.ledger, rec, rs, budget)
-	case rs != nil:
-		rs.SetLedger(nil) // a handle kept from an earlier attempt
-		if rs.AwaitsModel() {
+	default:
+		if rs != nil {
+			rs.SetLedger(nil) // a handle kept from an earlier attempt
+		}
+		if s, ok := store.(interface{ AwaitsModel() bool }); ok && s.AwaitsModel() {
 			// The attempt's first step is a model request: reserved now,
 			// while the attempt starts (a fresh run commits revision 1
 			// meanwhile), not after (ledger.reserveEarly).

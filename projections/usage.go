@@ -32,9 +32,11 @@ type RunUsage struct {
 // Usage is the usage read model: steps, commits, calls, compactions,
 // attempts and tokens per run, rolled up per root run. Tokens here are
 // those of committed responses, as the log proves them; the node's budget
-// ledger (a KV entry per root, recorded before the commit, C34) also
-// counts a response lost to a crash before its commit and compaction
-// summaries, so it can be higher, and it is what budgets are charged on.
+// (C34: a root's entry in the budgets bucket, recorded before the commit,
+// or, for a root with no subagents, the totals its commits carry and their
+// side entry) also counts compaction summaries and failed requests (and,
+// in the bucket, a response lost to a crash before its commit), so it can
+// be higher, and it is what budgets are charged on.
 type Usage struct {
 	mu   sync.RWMutex
 	runs map[string]*RunUsage

@@ -936,7 +936,13 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		return fmt.Errorf("jetstream: save checkpoint: %w", err)
 	}
 	if h.charger != nil {
-		if on.Ledger = h.charger.Charge(cp, h.ledger); on.Ledger != nil && version < events.LedgerVersion {
+		// A run's first totals need a log every member reads at version
+		// 4. A run whose log holds them already goes on at any level (a
+		// member that joins, or restarts, writes at level 1 until it has
+		// seen the others): a build that cannot read version 4 cannot read
+		// this run's log anyway, and keeping its budget there loses
+		// nothing.
+		if on.Ledger = h.charger.Charge(cp, h.ledger); on.Ledger != nil && version < events.LedgerVersion && h.ledger == nil {
 			return fmt.Errorf("jetstream: save run %s rev %d: budget totals in the log need schema version %d, the store writes %d", h.run, cp.Revision, events.LedgerVersion, version)
 		}
 	}
@@ -949,7 +955,15 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 		}
 	}
 	ev := events.NewCommit(h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), b, on) // version 2 when it lists changes only
-	sum := sha256.Sum256(b)
+	// The Msg-Id names what the revision writes, its totals too: a lost
+	// acknowledgement is settled only by this very commit.
+	hash := sha256.New()
+	hash.Write(b)
+	if l := on.Ledger; l != nil {
+		fmt.Fprintf(hash, "ledger %d %d %d", l.Steps, l.InputTokens, l.OutputTokens)
+	}
+	var sum [sha256.Size]byte
+	hash.Sum(sum[:0])
 	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
 	start := time.Now()
 	seq, mode, err := h.commit(ctx, events.CheckpointSubject(h.session, h.run, cp.Reply != nil), ev, id)

@@ -66,6 +66,10 @@ type Commit struct {
 	Done            bool
 	// Checkpoint is nil when the payload did not decode (a violation).
 	Checkpoint *runtime.Checkpoint
+	// Ledger is the run's budget totals the commit carries: set on every
+	// commit of a run that keeps its budget in its log (a root with no
+	// subagents, on a log of events.LedgerVersion), nil on the others'.
+	Ledger *events.Ledger
 }
 
 // Run is what the log says of one run.
@@ -198,6 +202,9 @@ const (
 	DuplicateRoot      Rule = "duplicate-root"        // one submission, several root runs
 	AckedMissing       Rule = "acked-missing"         // an acknowledged run the log does not have
 	AckedOther         Rule = "acked-other"           // an acknowledged run that is not the key's root run
+	LedgerMode         Rule = "ledger-mode"           // a run's commits switch where its budget is kept
+	LedgerDecreased    Rule = "ledger-decreased"      // a commit's budget totals below the commit's before
+	LedgerTokens       Rule = "ledger-tokens"         // a commit's budget totals short of the tokens its run's responses reported
 )
 
 func (rep *Report) violate(rule Rule, run, format string, args ...any) {
@@ -273,6 +280,7 @@ func Audit(records []Record, subs []Submission) *Report {
 			payload, err := events.DecodeCheckpoint(ev)
 			var whole *runtime.Checkpoint
 			if err == nil {
+				c.Ledger = payload.Ledger
 				whole, err = folder.Whole(r.ID, payload)
 			}
 			if err != nil {
@@ -337,6 +345,7 @@ func Audit(records []Record, subs []Submission) *Report {
 		if r.Ends > 0 && r.EndTime.After(rep.LastEnd) {
 			rep.LastEnd = r.EndTime
 		}
+		auditLedger(rep, r)
 	}
 	auditChildren(rep, ids)
 	auditSubmissions(rep, ids, subs)
@@ -407,6 +416,64 @@ func auditCommit(rep *Report, r *Run, c Commit, leases []int64, calls map[string
 		}
 		t.state = call.State
 	}
+}
+
+// auditLedger checks the budget a run keeps in its log (Commit.Ledger),
+// which the budgets bucket's side entry completes and nothing else
+// checks. Its first commit says where the run keeps it, and the run keeps
+// it there: the node reads the run's totals as its last commit's plus its
+// side entry's, which adds up only when every commit carries them, or
+// none does. Each commit's totals are the previous commit's plus what it
+// charged, so they never decrease. And the tokens a response reported are
+// charged by that response's own commit, so every commit's totals hold
+// the tokens of the run's responses so far (at least: a commit also
+// carries tokens reported outside a response, such as a compaction's).
+func auditLedger(rep *Report, r *Run) {
+	var first *Commit
+	var prev *events.Ledger
+	var in, out int64 // the tokens of the run's responses so far
+	for i := range r.Commits {
+		c := &r.Commits[i]
+		if c.Checkpoint == nil {
+			continue // undecodable, reported already
+		}
+		if first == nil {
+			first = c
+		}
+		if (c.Ledger != nil) != (first.Ledger != nil) {
+			rep.violate(LedgerMode, r.ID, "run %s: its first commit (revision %d, seq %d) carries %s, revision %d (seq %d) %s: its budget moved between its log and the budgets bucket",
+				r.ID, first.Revision, first.Seq, totalsOrNone(first.Ledger), c.Revision, c.Seq, totalsOrNone(c.Ledger))
+			continue
+		}
+		if c.Ledger == nil {
+			continue
+		}
+		if u := c.Checkpoint.Usage; u != nil {
+			in += u.InputTokens
+			out += u.OutputTokens
+		}
+		l := *c.Ledger
+		if prev != nil && (l.Steps < prev.Steps || l.InputTokens < prev.InputTokens || l.OutputTokens < prev.OutputTokens) {
+			rep.violate(LedgerDecreased, r.ID, "run %s: revision %d (seq %d) carries budget totals %s, below the previous commit's %s",
+				r.ID, c.Revision, c.Seq, totals(l), totals(*prev))
+		}
+		if l.InputTokens < in || l.OutputTokens < out {
+			rep.violate(LedgerTokens, r.ID, "run %s: revision %d (seq %d) carries budget totals %s, short of the %d input and %d output tokens its responses reported up to it",
+				r.ID, c.Revision, c.Seq, totals(l), in, out)
+		}
+		prev = &l
+	}
+}
+
+func totalsOrNone(l *events.Ledger) string {
+	if l == nil {
+		return "no budget totals"
+	}
+	return "budget totals " + totals(*l)
+}
+
+func totals(l events.Ledger) string {
+	return fmt.Sprintf("(%d steps, %d input and %d output tokens)", l.Steps, l.InputTokens, l.OutputTokens)
 }
 
 // auditChildren checks that every parent's completion holds all its
@@ -586,6 +653,9 @@ func (rep *Report) Describe(id string, last int) string {
 				fmt.Fprintf(&b, " phase %s", p.Checkpoint.Phase)
 				for _, c := range p.Checkpoint.Calls {
 					fmt.Fprintf(&b, " %s(%s)=%s", c.Name, c.ID, c.State)
+				}
+				if p.Ledger != nil {
+					fmt.Fprintf(&b, " ledger %s", totals(*p.Ledger))
 				}
 			}
 		case events.LeaseAcquired:

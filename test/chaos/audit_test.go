@@ -47,6 +47,14 @@ func (b *logBuilder) commit(sess, run string, rev, epoch int64, cp runtime.Check
 	b.add(events.CheckpointSubject(sess, run, cp.Reply != nil), events.CheckpointCommitted, sess, run, rev, epoch, events.Checkpoint{Checkpoint: cp})
 }
 
+// ledgerCommit is commit carrying the run's budget totals l, at the
+// version that has them (a reader of an earlier one ignores them).
+func (b *logBuilder) ledgerCommit(sess, run string, rev, epoch int64, cp runtime.Checkpoint, l events.Ledger) {
+	cp.Revision = rev
+	b.add(events.CheckpointSubject(sess, run, cp.Reply != nil), events.CheckpointCommitted, sess, run, rev, epoch, events.Checkpoint{Checkpoint: cp, Ledger: &l})
+	b.recs[len(b.recs)-1].Event.Version = events.LedgerVersion
+}
+
 func (b *logBuilder) ended(sess, run, status string) {
 	b.add(events.RunEndedSubject(sess, run), events.RunEnded, sess, run, 0, 0, events.Ended{Status: status, Reason: "test"})
 }
@@ -162,6 +170,53 @@ func (h researcher) write(b *logBuilder) (root string) {
 	return root
 }
 
+// factChecker is a healthy log of one fact-checker root run, which has no
+// subagents and so keeps its budget in its log, as the node writes it:
+// revision 1 reserves the first step, each response's commit charges its
+// tokens, the commit of a call's result that ends the response's calls
+// reserves the next step. Hooks change it along the way.
+type factChecker struct {
+	key        string
+	leaves     bool // revision 3 carries no totals
+	joins      bool // revision 1 carries no totals
+	decreases  bool // revision 3 carries fewer steps than revision 2
+	chargeLate bool // the first response's tokens are charged by the commit after it
+}
+
+func (h factChecker) write(b *logBuilder) (root string) {
+	root = "f-" + h.key
+	sess := "sf-" + h.key
+	claim, _ := json.Marshal(map[string]string{"claim": chaos.Message(h.key)})
+	b.created(events.Run{RunID: root, SessionID: sess, Agent: "fact-checker", RootRunID: root, Message: string(claim)})
+	b.lease(sess, root, 1)
+	usage := &model.Usage{InputTokens: 10, OutputTokens: 5}
+	commits := []struct {
+		cp runtime.Checkpoint
+		l  events.Ledger
+	}{
+		{runtime.Checkpoint{Phase: runtime.PhaseModel}, events.Ledger{Steps: 1}},
+		{runtime.Checkpoint{Phase: runtime.PhaseCalls, Usage: usage, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallPending)}}, events.Ledger{Steps: 1, InputTokens: 10, OutputTokens: 5}},
+		{runtime.Checkpoint{Phase: runtime.PhaseCalls, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallDispatching)}}, events.Ledger{Steps: 1, InputTokens: 10, OutputTokens: 5}},
+		{runtime.Checkpoint{Phase: runtime.PhaseModel, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallDone)}}, events.Ledger{Steps: 2, InputTokens: 10, OutputTokens: 5}},
+		{runtime.Checkpoint{Phase: runtime.PhaseCompleted, Usage: usage, Reply: reply(factOut)}, events.Ledger{Steps: 2, InputTokens: 20, OutputTokens: 10}},
+	}
+	if h.decreases {
+		commits[2].l.Steps = 0
+	}
+	if h.chargeLate {
+		commits[1].l.InputTokens, commits[1].l.OutputTokens = 0, 0
+	}
+	for i, c := range commits {
+		rev := int64(i + 1)
+		if h.leaves && rev == 3 || h.joins && rev == 1 {
+			b.commit(sess, root, rev, 1, c.cp)
+			continue
+		}
+		b.ledgerCommit(sess, root, rev, 1, c.cp, c.l)
+	}
+	return root
+}
+
 func rules(rep *chaos.Report) []chaos.Rule {
 	var out []chaos.Rule
 	for _, v := range rep.Violations {
@@ -181,8 +236,11 @@ func TestAuditFindsEachViolation(t *testing.T) {
 		h    researcher
 		// subs changes the client's submissions (the key "a" was sent and
 		// acknowledged as r-a by default).
-		subs    func(root string) []chaos.Submission
-		extra   func(b *logBuilder)
+		subs  func(root string) []chaos.Submission
+		extra func(b *logBuilder)
+		// fc, when set, adds a fact-checker root with the key "f", sent
+		// and acknowledged.
+		fc      *factChecker
 		want    []chaos.Rule
 		unended int
 		failed  int
@@ -256,6 +314,11 @@ func TestAuditFindsEachViolation(t *testing.T) {
 			},
 			want: []chaos.Rule{chaos.NoCreated},
 		},
+		{name: "clean, with a run keeping its budget in its log", fc: &factChecker{}, want: nil},
+		{name: "budget moved out of the log", fc: &factChecker{leaves: true}, want: []chaos.Rule{chaos.LedgerMode}},
+		{name: "budget moved into the log", fc: &factChecker{joins: true}, want: []chaos.Rule{chaos.LedgerMode}},
+		{name: "budget totals decreased", fc: &factChecker{decreases: true}, want: []chaos.Rule{chaos.LedgerDecreased}},
+		{name: "response tokens charged by a later commit", fc: &factChecker{chargeLate: true}, want: []chaos.Rule{chaos.LedgerTokens}},
 		{
 			name: "a record that does not decode",
 			extra: func(b *logBuilder) {
@@ -277,6 +340,10 @@ func TestAuditFindsEachViolation(t *testing.T) {
 			if tt.subs != nil {
 				subs = tt.subs(root)
 			}
+			if tt.fc != nil {
+				tt.fc.key = "f"
+				subs = append(subs, chaos.Submission{Key: "f", RunID: tt.fc.write(b)})
+			}
 			// The audit sorts by sequence: hand it the log out of order.
 			slices.Reverse(b.recs)
 			rep := chaos.Audit(b.recs, subs)
@@ -290,19 +357,22 @@ func TestAuditFindsEachViolation(t *testing.T) {
 	}
 }
 
-// The figures of a healthy log: roots, ends, the parent's wake.
+// The figures of a healthy log, as the client submits (a fact-checker
+// root among researchers): roots, ends, the parents' wakes.
 func TestAuditFigures(t *testing.T) {
 	b := &logBuilder{t: t, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var subs []chaos.Submission
 	for _, key := range []string{"a", "b", "c"} {
 		subs = append(subs, chaos.Submission{Key: key, RunID: researcher{key: key}.write(b)})
 	}
+	subs = append(subs, chaos.Submission{Key: "d", RunID: factChecker{key: "d"}.write(b)})
 	rep := chaos.Audit(b.recs, subs)
 	if len(rep.Violations) > 0 || len(rep.Unended) > 0 {
 		t.Fatalf("violations %v, unended %v", rep.Violations, rep.Unended)
 	}
-	if rep.Roots != 3 || len(rep.Runs) != 9 {
-		t.Errorf("roots %d, runs %d; want 3 and 9", rep.Roots, len(rep.Runs))
+	// The fact-checker root has no children: a root, and no wake.
+	if rep.Roots != 4 || len(rep.Runs) != 10 {
+		t.Errorf("roots %d, runs %d; want 4 and 10", rep.Roots, len(rep.Runs))
 	}
 	// The builder's records are a millisecond apart, and the parent's next
 	// commit follows its last child's completion directly.
@@ -322,6 +392,26 @@ func TestKeyRoundTrip(t *testing.T) {
 		if got := chaos.KeyOf(chaos.Message(key)); got != key {
 			t.Errorf("KeyOf(Message(%q)) = %q", key, got)
 		}
+	}
+	// The client's messages, a fact-checker's JSON included (a negative
+	// seed: a replayed one may be).
+	agents := map[string]int{}
+	for i := range 6 {
+		s := newSubmission(-12, 1, i)
+		agents[s.agent]++
+		if got := chaos.KeyOf(s.message); got != s.key {
+			t.Errorf("submission %d (%s): KeyOf(%q) = %q, want %q", i, s.agent, s.message, got, s.key)
+		}
+		if s.agent != "fact-checker" {
+			continue
+		}
+		var in map[string]any
+		if err := json.Unmarshal([]byte(s.message), &in); err != nil || len(in) != 1 || in["claim"] != chaos.Message(s.key) {
+			t.Errorf("submission %d: fact-checker message %s (%v), want {\"claim\": Message(key)}", i, s.message, err)
+		}
+	}
+	if agents["researcher"] != 4 || agents["fact-checker"] != 2 {
+		t.Errorf("agents of 6 submissions %v, want every third a fact-checker", agents)
 	}
 	for _, msg := range []string{"", "no key here", "[chaos key unterminated"} {
 		if got := chaos.KeyOf(msg); got != "" {

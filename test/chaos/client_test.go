@@ -15,10 +15,13 @@ import (
 	"github.com/cairn-agents/cairn/test/chaos"
 )
 
-// client submits researcher runs as a real client would: each submission
-// has its own Idempotency-Key; an ambiguous failure (no answer, connection
+// client submits root runs as a real client would: each submission has
+// its own Idempotency-Key; an ambiguous failure (no answer, connection
 // refused or reset, a timeout, 5xx, 408, 429) is retried with the same key
-// against any node, until acknowledged or the client's deadline.
+// against any node, until acknowledged or the client's deadline. Most are
+// researcher runs, whose children exercise the parents' waits; every third
+// of a submitter's is a fact-checker run, which has no subagents and so
+// keeps its budget in its own log (the budget audit).
 type client struct {
 	e    *env
 	http *http.Client
@@ -38,8 +41,26 @@ type client struct {
 
 type submission struct {
 	key, runID string
-	attempts   int
-	lastErr    string
+	// agent and message are the request's: a retry sends the same, as the
+	// key's idempotency asks.
+	agent, message string
+	attempts       int
+	lastErr        string
+}
+
+// newSubmission is a submitter's i-th submission. Its agent follows from
+// i alone, so it draws nothing from the submitter's random stream and a
+// seed's schedule is unchanged.
+func newSubmission(seed int64, worker, i int) *submission {
+	key := fmt.Sprintf("%d-w%d-%d", seed, worker, i)
+	if i%3 == 2 {
+		// The fact-checker takes a JSON object (its input_schema); the
+		// key's tag is in its claim, where KeyOf still finds it: Message
+		// has no character JSON escapes.
+		claim, _ := json.Marshal(map[string]string{"claim": chaos.Message(key)})
+		return &submission{key: key, agent: "fact-checker", message: string(claim)}
+	}
+	return &submission{key: key, agent: "researcher", message: chaos.Message(key)}
 }
 
 // startClient starts a client of two submitters on e and waits for its
@@ -84,7 +105,7 @@ func (c *client) start(n int) {
 					return
 				default:
 				}
-				s := &submission{key: fmt.Sprintf("%d-w%d-%d", c.e.seed, w, i)}
+				s := newSubmission(c.e.seed, w, i)
 				c.mu.Lock()
 				c.subs = append(c.subs, s)
 				c.mu.Unlock()
@@ -113,7 +134,7 @@ func (c *client) submit(rng *rand.Rand, s *submission) {
 	backoff := 200 * time.Millisecond
 	for {
 		p := c.e.nodes[rng.IntN(len(c.e.nodes))]
-		status, runID, body, err := c.post(p, s.key)
+		status, runID, body, err := c.post(p, s)
 		c.mu.Lock()
 		s.attempts++
 		c.attempts++
@@ -153,14 +174,14 @@ func (c *client) submit(rng *rand.Rand, s *submission) {
 	}
 }
 
-func (c *client) post(p *proc, key string) (status int, runID, body string, err error) {
-	reqBody, _ := json.Marshal(map[string]string{"agent": "researcher", "message": chaos.Message(key)})
+func (c *client) post(p *proc, s *submission) (status int, runID, body string, err error) {
+	reqBody, _ := json.Marshal(map[string]string{"agent": s.agent, "message": s.message})
 	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/v1/runs", p.http), strings.NewReader(string(reqBody)))
 	if err != nil {
 		return 0, "", "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Idempotency-Key", s.key)
 	res, err := c.http.Do(req)
 	if err != nil {
 		return 0, "", "", err

@@ -1,8 +1,9 @@
 // Package chaos breaks Cairn nodes the way a harsh operator would, on a
 // schedule derived from one seed, and audits the run log afterwards for
 // safety (no revision twice, no commit under a superseded lease, no run_js
-// dispatched twice) and for liveness (every admitted run reaches exactly
-// one end, none failed, none left running).
+// dispatched twice, a budget kept in the log that stays there, never
+// decreases and charges every response's tokens) and for liveness (every
+// admitted run reaches exactly one end, none failed, none left running).
 //
 // The package holds the two pure cores of that harness, so each can be
 // tested on its own:
@@ -16,8 +17,10 @@
 //     (ends, wake latencies).
 //
 // The harness itself (node and nats-server processes, kill -9, SIGSTOP,
-// a filled tmpfs, the HTTP client that submits researcher runs with
-// idempotency keys) lives in the package's tests:
+// a filled tmpfs, the HTTP client that submits root runs with idempotency
+// keys: researchers, whose children the parents wait for, and every third
+// a fact-checker, which has no subagents and so keeps its budget in its
+// log) lives in the package's tests:
 //
 //	go test -v ./test/chaos                      # one seed per topology, 4 faults
 //	CAIRN_CHAOS_SEEDS=5 CAIRN_CHAOS_FAULTS=20 go test -timeout 3h -v ./test/chaos
