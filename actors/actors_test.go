@@ -907,20 +907,6 @@ func TestForeignWaitAndContinueRefused(t *testing.T) {
 	}
 }
 
-// reporting makes every response of a model report usage u.
-type reporting struct {
-	inner model.Model
-	u     model.Usage
-}
-
-func (m reporting) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
-	r, err := m.inner.Generate(ctx, req)
-	if r != nil {
-		r.Usage = m.u
-	}
-	return r, err
-}
-
 // C24, C33, C34: a token-only budget counts the tokens of the whole tree.
 // Every response reports 30 input and 20 output tokens; with 250 allowed,
 // the parent's spawn and wait responses and its three children's make
@@ -930,7 +916,7 @@ func TestTokenBudgetCountsDescendants(t *testing.T) {
 	u := model.Usage{InputTokens: 30, OutputTokens: 20}
 	parent := threeChildren()
 	var childCalls atomic.Int64
-	h := &harness{nc: nc, parent: reporting{parent, u}, child: reporting{childModel{calls: &childCalls}, u}, budget: runtime.Budget{Tokens: 250}}
+	h := &harness{nc: nc, parent: runtimetest.Reporting{Model: parent, Usage: u}, child: runtimetest.Reporting{Model: childModel{calls: &childCalls}, Usage: u}, budget: runtime.Budget{Tokens: 250}}
 	n, run := runOutOfBudget(t, h, "Spend tokens.", "250 of 250 tokens used")
 	steps, in, out, err := n.Usage(context.Background(), run)
 	if err != nil || steps != 5 || in != 150 || out != 100 {

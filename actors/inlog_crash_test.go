@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,7 +53,7 @@ func TestCrashMatrixBudgetInTheLog(t *testing.T) {
 	}
 	var scenarios []runtimetest.Scenario
 	for _, sc := range runtimetest.Scenarios() {
-		if !spawns(sc) {
+		if !sc.Spawns() {
 			scenarios = append(scenarios, sc)
 		}
 	}
@@ -71,7 +70,7 @@ func TestCrashMatrixBudgetInTheLog(t *testing.T) {
 				return err
 			}
 			h.WrapModel = func(m model.Model) model.Model {
-				return model.WithUsage(reporting{m: m, u: model.Usage{InputTokens: 10, OutputTokens: 5}}, recorder{inLog: o.current()})
+				return model.WithUsage(runtimetest.Reporting{Model: m, Usage: model.Usage{InputTokens: 10, OutputTokens: 5}}, recorder{inLog: o.current()})
 			}
 		},
 		Check: func(t *testing.T, sc runtimetest.Scenario, h *Host, _ error) {
@@ -147,33 +146,4 @@ func (o *logOpener) current() *inLog {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.cur
-}
-
-// reporting is a model whose every response reports usage u.
-type reporting struct {
-	m model.Model
-	u model.Usage
-}
-
-func (r reporting) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
-	resp, err := r.m.Generate(ctx, req)
-	if resp != nil {
-		c := *resp
-		c.Usage = r.u
-		resp = &c
-	}
-	return resp, err
-}
-
-// spawns reports whether a scenario's run starts children (a run whose
-// root keeps its budget in the bucket).
-func spawns(sc runtimetest.Scenario) bool {
-	for _, r := range sc.Steps {
-		for _, c := range r.Message.ToolCalls() {
-			if strings.HasPrefix(c.Name, "spawn_") || c.Name == runtime.ToolContinue {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package runtimetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,37 @@ type Scenario struct {
 	Budget int
 	// Setup adjusts the host before the first attempt.
 	Setup func(h *Host)
+}
+
+// Spawns reports whether the scenario's run starts children (spawn_<slug>
+// or continue_agent calls): a node keeps such a root run's budget where
+// its descendants draw on it too.
+func (sc Scenario) Spawns() bool {
+	for _, r := range sc.Steps {
+		for _, c := range r.Message.ToolCalls() {
+			if strings.HasPrefix(c.Name, "spawn_") || c.Name == runtime.ToolContinue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Reporting is a model whose every response reports Usage.
+type Reporting struct {
+	Model model.Model
+	Usage model.Usage
+}
+
+// Generate implements model.Model.
+func (r Reporting) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	resp, err := r.Model.Generate(ctx, req)
+	if resp != nil {
+		c := *resp
+		c.Usage = r.Usage
+		resp = &c
+	}
+	return resp, err
 }
 
 // Scenarios are the crash matrix's standard scenarios.

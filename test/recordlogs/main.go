@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -119,7 +118,7 @@ func recordOne(ctx context.Context, sc runtimetest.Scenario, path string, purge 
 		}
 	}
 	var opener storetest.Opener = store
-	if events.SchemaVersion >= events.LedgerVersion && !spawns(sc) {
+	if events.SchemaVersion >= events.LedgerVersion && !sc.Spawns() {
 		// A root run with no subagents keeps its budget in its commits
 		// (actors): recorded so, its commits carry the totals.
 		opener = charging{store}
@@ -236,16 +235,3 @@ func (counter) Charge(cp *runtime.Checkpoint, last *events.Ledger) *events.Ledge
 }
 
 func (counter) Charged(*runtime.Checkpoint, *events.Ledger) {}
-
-// spawns reports whether a scenario's run starts children: a root run
-// with subagents keeps its budget in the bucket its descendants share.
-func spawns(sc runtimetest.Scenario) bool {
-	for _, r := range sc.Steps {
-		for _, c := range r.Message.ToolCalls() {
-			if strings.HasPrefix(c.Name, "spawn_") || c.Name == runtime.ToolContinue {
-				return true
-			}
-		}
-	}
-	return false
-}
