@@ -931,9 +931,21 @@ func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTok
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, 0, err
 	}
+	// The bucket's whole entry stands when the log cannot say more: the
+	// record or the last commit unreadable (a purge under way, a parked
+	// run's newer version).
+	whole := func(lerr error) (int, int64, int64, error) {
+		if found && !e.InLog {
+			return e.UsedSteps, e.InputTokens, e.OutputTokens, nil
+		}
+		if !found && errors.Is(lerr, events.ErrUnknownVersion) {
+			return 0, 0, 0, nil // as before the budget could be in the log
+		}
+		return 0, 0, 0, lerr
+	}
 	rec, lerr := n.Lookup(ctx, rootRunID)
 	if lerr != nil {
-		return 0, 0, 0, errors.Join(err, lerr)
+		return whole(errors.Join(err, lerr))
 	}
 	if rec.RootRunID != rec.RunID {
 		return 0, 0, 0, fmt.Errorf("actors: usage: %s is not a root run", rootRunID)
@@ -945,7 +957,7 @@ func (n *Node) Usage(ctx context.Context, rootRunID string) (steps int, inputTok
 	t, inLog, err := n.usageInLog(ctx, rec, side)
 	switch {
 	case err != nil:
-		return 0, 0, 0, err
+		return whole(err)
 	case !inLog && found:
 		return e.UsedSteps, e.InputTokens, e.OutputTokens, nil
 	case !inLog:

@@ -114,6 +114,9 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	t.Logf("%d roots (%d runs, %d events: %d of version 1, %d of later versions, %d commits listing call changes only, %d carrying budget totals); stuck %d, failed %d",
 		rep.Roots, len(rep.Runs), rep.Events, v1, later, changesOnly, ledgers, len(rep.Unended), len(rep.Failed))
+	if changesOnly > 0 && ledgers == 0 {
+		e.violate("the level rose (%d commits of call changes) and no commit carries budget totals: no fact-checker root kept its budget in its log", changesOnly)
+	}
 	if v1 == 0 || changesOnly == 0 {
 		e.violate("the log has %d events of version 1 and %d commits of call changes: the upgrade was not seen from both sides", v1, changesOnly)
 	}
