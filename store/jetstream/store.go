@@ -600,8 +600,9 @@ type Charger interface {
 }
 
 // SetLedger makes every later commit of the handle carry the totals c
-// charges (nil: none). The log must be written at events.LedgerVersion
-// or later: SaveCheckpoint refuses a charge it could not write.
+// charges (nil: none). A run's first totals need the store to write
+// events.LedgerVersion or later (SaveCheckpoint refuses them below it); a
+// run whose log holds totals already goes on carrying them at any level.
 func (h *RunStore) SetLedger(c Charger) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
