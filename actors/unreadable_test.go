@@ -82,6 +82,13 @@ func TestRunOfANewerSchemaParks(t *testing.T) {
 	if err != nil || st != runtime.StatusRunning {
 		t.Fatalf("status %s (%q), %v; want running: neither failed nor ended", st, errText, err)
 	}
+	// Its budget still reads (the run view shows it): a planner keeps it
+	// whole in the budgets bucket, and the log's unreadable last commit
+	// has nothing to add. Before, Usage read the log first and failed.
+	steps, _, _, err := n2.Usage(context.Background(), run)
+	if err != nil || steps < 1 {
+		t.Fatalf("Usage(%s) = %d steps, %v; want the bucket's entry (at least the step that spawned)", run, steps, err)
+	}
 }
 
 // onEveryLog calls fn for every record whose message contains msg with
