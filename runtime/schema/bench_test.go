@@ -160,3 +160,27 @@ func BenchmarkValidateInvalid(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidateToolArgs checks a run_js call's arguments, with quick
+// and with the library alone:
+//
+//	go test -run '^$' -bench ValidateToolArgs ./runtime/schema
+func BenchmarkValidateToolArgs(b *testing.B) {
+	s := mustCompile(b, `{"type":"object","properties":{"code":{"type":"string","minLength":1,"description":"The body of an async JavaScript function."}},"required":["code"],"additionalProperties":false}`)
+	in := []byte(`{"code":"const r = await kv.get({key: \"a\"});\nreturn r.value * 2;"}`)
+	slow := &Schema{raw: s.raw, c: new(*s.c)}
+	slow.c.quick = nil
+	for _, bc := range []struct {
+		name string
+		s    *Schema
+	}{{"quick", s}, {"library", slow}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.s.Validate(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

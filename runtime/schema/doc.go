@@ -4,8 +4,8 @@
 // each child's input schema, each capability's input schema) passes one gate
 // in Compile before any model work, and every value a model produces against
 // a schema is checked by Schema.Validate. It is built on
-// github.com/kaptinlin/jsonschema v0.9.8, guarded against the traps listed
-// in DEPENDENCIES.md (library.go holds the guards).
+// github.com/kaptinlin/jsonschema v0.9.8, guarded against its traps
+// (library.go holds the guards, traps_test.go a test for each).
 //
 //	s, err := schema.Compile([]byte(`{"type":"object","properties":{"name":{"type":"string","minLength":1}},"required":["name"]}`))
 //	if err != nil {
@@ -111,4 +111,17 @@
 // Validate counts the evaluations an instance needs before the library
 // runs, refusing it beyond 200,000 (about half a second of work) with one
 // issue at the root.
+//
+// # The quick check
+//
+// Most tool arguments are objects of strings and numbers with a few
+// required members. For a schema made only of type, properties, required,
+// additionalProperties, items and the length and count bounds (and
+// annotations), Validate first walks the value with a check of its own
+// (quick.go), which allocates nothing: a value it accepts is valid, and
+// the library does not run. Anything it does not accept, it leaves to the
+// library, so every refusal and its issues are the library's. It accepts
+// only what the library accepts (TestQuickNeverAcceptsWhatTheLibraryRefuses,
+// FuzzQuickAgreesWithTheLibrary). A run_js call's arguments took 3.7 µs to
+// check through the library and take 1.1 µs (BenchmarkValidateToolArgs).
 package schema

@@ -27,7 +27,10 @@ type compiled struct {
 	// the tokens of its target, to follow validation results through refs.
 	refTargets map[string][]string
 	plan       *plan // to bound the library's work before it runs
-	isObject   bool
+	// quick accepts most valid values without the library (nil: the
+	// schema uses a keyword it does not know).
+	quick    *quick
+	isObject bool
 }
 
 // Compile gates and compiles raw schema JSON. Errors are *GateError
@@ -88,6 +91,7 @@ func build(doc any, canonical []byte, key [32]byte) (*compiled, *GateError) {
 		hash:       hex.EncodeToString(key[:]),
 		refTargets: g.refTargets,
 		plan:       p,
+		quick:      newQuick(doc),
 		isObject:   obj["type"] == "object",
 	}, nil
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/kaptinlin/jsonschema"
 )
 
-// Tests for the traps of github.com/kaptinlin/jsonschema v0.9.8 (those in
-// DEPENDENCIES.md and those found while building this package). Each has a
+// Tests for the traps of github.com/kaptinlin/jsonschema v0.9.8 (those
+// measured before Cairn used it and those found while building this
+// package). Each has a
 // test that fails if its guard is removed; where useful, a "library" subtest
 // shows the raw library's behaviour, so that an upgrade which fixes (or
 // changes) a trap shows up here. Together they hold C40's "no remote schema

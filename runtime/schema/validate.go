@@ -36,6 +36,9 @@ func (s *Schema) Validate(instance []byte) (err error) {
 	if !s.c.plan.evaluations(v, maxEvaluations) {
 		return &ValidationError{Issues: []Issue{{Message: tooCostly}}}
 	}
+	if s.c.quick != nil && s.c.quick.valid(v) {
+		return nil
+	}
 	// v is never []byte, so the library evaluates it as a decoded JSON value.
 	res := s.c.lib.Validate(v)
 	if res.IsValid() {
