@@ -128,7 +128,7 @@ func benchAfterWait(b *testing.B, inline bool) {
 			run := ex.Execute
 			if inline {
 				r := ex.(*inProcess).realm
-				io := runIO{dispatch: func(int, string, json.RawMessage) error { return nil }, results: make(chan callResult)}
+				io := runIO{dispatch: func(int, string, json.RawMessage) error { return nil }, results: fixed(make(chan callResult))}
 				run = func(ctx context.Context, s jstool.Script) (jstool.Outcome, error) { return r.run(ctx, s, io) }
 			}
 			var spent time.Duration

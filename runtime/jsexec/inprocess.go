@@ -3,8 +3,10 @@ package jsexec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cairn-agents/cairn/runtime/jstool"
@@ -119,13 +121,42 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 	// Callbacks may not outlive the script: their context ends when Execute
 	// returns. The deadline past the script's own leaves the timeout to the
 	// script's watchdog, so that a slow callback reads as a script timeout.
-	ictx, icancel := context.WithTimeout(ectx, lim.Timeout+e.s.grace)
-	defer icancel()
+	// Their context and channel are made at the first callback, on the VM
+	// goroutine: most scripts call no capability, and a timer and a channel
+	// of MaxPendingCallbacks results were a third of a script's allocations.
+	deadline := time.Now().Add(lim.Timeout + e.s.grace)
 	runDone := make(chan struct{})
-	defer close(runDone)
-	results := make(chan callResult, lim.MaxPendingCallbacks)
+	var cb struct {
+		sync.Mutex
+		ctx     context.Context
+		cancel  context.CancelFunc
+		results chan callResult
+		ended   bool
+	}
+	defer func() {
+		close(runDone)
+		cb.Lock()
+		if cb.cancel != nil {
+			cb.cancel()
+		}
+		cb.ended = true
+		cb.Unlock()
+	}()
 	io := runIO{
 		dispatch: func(seq int, capability string, args json.RawMessage) error {
+			cb.Lock()
+			if cb.ended {
+				// An abandoned realm's script goes on after Execute
+				// returned: its callbacks start nothing.
+				cb.Unlock()
+				return errors.New("the script's time is over")
+			}
+			if cb.results == nil {
+				cb.ctx, cb.cancel = context.WithDeadline(ectx, deadline)
+				cb.results = make(chan callResult, lim.MaxPendingCallbacks)
+			}
+			ictx, results := cb.ctx, cb.results
+			cb.Unlock()
 			go func() {
 				if ictx.Err() != nil {
 					return // the script ended before this call started
@@ -138,7 +169,11 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 			}()
 			return nil
 		},
-		results: results,
+		results: func() <-chan callResult {
+			cb.Lock()
+			defer cb.Unlock()
+			return cb.results
+		},
 	}
 
 	if e.host == nil {

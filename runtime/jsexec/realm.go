@@ -94,8 +94,15 @@ type runIO struct {
 	// must not block long; its error rejects the call's promise.
 	dispatch func(seq int, capability string, args json.RawMessage) error
 	// results brings callback results back. Its capacity is at least
-	// MaxPendingCallbacks, so a sender of a valid result never blocks.
-	results <-chan callResult
+	// MaxPendingCallbacks, so a sender of a valid result never blocks. It
+	// is called on the VM goroutine, only after a dispatch: a script that
+	// calls no capability (most) costs its executor no channel.
+	results func() <-chan callResult
+}
+
+// fixed is a results func for a channel made up front.
+func fixed(ch chan callResult) func() <-chan callResult {
+	return func() <-chan callResult { return ch }
 }
 
 // realm is one goja runtime with its bindings. It is not goroutine-safe:
@@ -336,7 +343,7 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 			return sr.outcome(&jstool.Failure{Kind: "exception", Message: "the script awaits a promise that can never settle (no capability call is pending)"}), nil
 		}
 		select {
-		case res := <-io.results:
+		case res := <-io.results():
 			if ctx.Err() != nil {
 				// Cancelled: a result now (most likely the callback's own
 				// cancellation) would run the script only for the watchdog

@@ -163,7 +163,7 @@ func runWorker() int {
 				dispatch: func(seq int, capability string, args json.RawMessage) error {
 					return writeFrame(out, &frame{T: frameCallback, ID: id, Seq: seq, Capability: capability, Args: args})
 				},
-				results: results,
+				results: fixed(results),
 			}
 			o, rerr := r.run(ctx, jstool.Script{CallID: f.CallID, Code: string(f.Code)}, io)
 			st.end()
