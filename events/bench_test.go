@@ -110,3 +110,23 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 		}
 	})
 }
+
+// A commit's payload is allocated once, whatever bases it carries (the
+// widest numbers too): a guess too small grew it, a second allocation and
+// copy of the checkpoint in most commits.
+func TestCheckpointPayloadIsAllocatedOnce(t *testing.T) {
+	cp := []byte(`{"revision":7,"calls":[{"id":"c1","name":"run_js","state":"done","result_id":"r1"}]}`)
+	const big = 1<<63 - 1
+	for name, on := range map[string]events.Bases{
+		"none":  {},
+		"used":  {UsedSeq: 1<<64 - 1, UsedRev: big},
+		"calls": {CallsSeq: 1<<64 - 1, CallsRev: big, CallsAt: []int{big, big, big}},
+		"all": {UsedSeq: 1<<64 - 1, UsedRev: big, CallsSeq: 1<<64 - 1, CallsRev: big, CallsAt: []int{big},
+			Ledger: &events.Ledger{Steps: big, InputTokens: big, OutputTokens: big}},
+		"usual": {UsedSeq: 12, UsedRev: 3, CallsSeq: 14, CallsRev: 4, CallsAt: []int{2}, Ledger: &events.Ledger{Steps: 2, InputTokens: 120, OutputTokens: 40}},
+	} {
+		if n := testing.AllocsPerRun(10, func() { events.CheckpointPayloadWith(cp, on) }); n != 1 {
+			t.Errorf("%s: %v allocations, want 1", name, n)
+		}
+	}
+}
