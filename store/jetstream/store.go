@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -890,6 +891,38 @@ func (h *RunStore) encode(cp *runtime.Checkpoint, full bool, prev []runtime.Call
 	return b, on, delta, err
 }
 
+// commitID is a checkpoint commit's Msg-Id: session.run.epoch.revision.
+// and the first 8 bytes of the SHA-256 of its checkpoint JSON followed by
+// "ledger <steps> <input> <output>" when it carries budget totals, in hex.
+// Built with appends: it is computed for every commit.
+func commitID(session, run string, epoch, rev int64, checkpoint []byte, l *events.Ledger) string {
+	hash := sha256.New()
+	hash.Write(checkpoint)
+	if l != nil {
+		var tail [80]byte
+		t := append(tail[:0], "ledger "...)
+		t = strconv.AppendInt(t, int64(l.Steps), 10)
+		t = append(t, ' ')
+		t = strconv.AppendInt(t, l.InputTokens, 10)
+		t = append(t, ' ')
+		t = strconv.AppendInt(t, l.OutputTokens, 10)
+		hash.Write(t)
+	}
+	var sum [sha256.Size]byte
+	hash.Sum(sum[:0])
+	id := make([]byte, 0, len(session)+len(run)+60)
+	id = append(id, session...)
+	id = append(id, '.')
+	id = append(id, run...)
+	id = append(id, '.')
+	id = strconv.AppendInt(id, epoch, 10)
+	id = append(id, '.')
+	id = strconv.AppendInt(id, rev, 10)
+	id = append(id, '.')
+	id = hex.AppendEncode(id, sum[:8])
+	return string(id)
+}
+
 // extendsBase reports whether ids starts with the base listing, so that
 // a revision can list the rest alone.
 func (h *RunStore) extendsBase(ids []string) bool {
@@ -958,14 +991,7 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	ev := events.NewCommit(h.session, h.run, cp.Revision, h.epoch, h.s.cfg.Now(), b, on) // version 2 when it lists changes only
 	// The Msg-Id names what the revision writes, its totals too: a lost
 	// acknowledgement is settled only by this very commit.
-	hash := sha256.New()
-	hash.Write(b)
-	if l := on.Ledger; l != nil {
-		fmt.Fprintf(hash, "ledger %d %d %d", l.Steps, l.InputTokens, l.OutputTokens)
-	}
-	var sum [sha256.Size]byte
-	hash.Sum(sum[:0])
-	id := fmt.Sprintf("%s.%s.%d.%d.%s", h.session, h.run, h.epoch, cp.Revision, hex.EncodeToString(sum[:8]))
+	id := commitID(h.session, h.run, h.epoch, cp.Revision, b, on.Ledger)
 	start := time.Now()
 	seq, mode, err := h.commit(ctx, events.CheckpointSubject(h.session, h.run, cp.Reply != nil), ev, id)
 	if h.s.cfg.OnCommit != nil {
@@ -988,7 +1014,11 @@ func (h *RunStore) SaveCheckpoint(ctx context.Context, cp *runtime.Checkpoint) e
 	if full {
 		h.base = listing{seq: seq, rev: cp.Revision, n: len(cp.UsedCallIDs)}
 	}
-	h.prevCalls, h.calls, h.lastDelta = h.calls, slices.Clone(cp.Calls), delta
+	// The journal as committed, for the next revision's delta (the runner
+	// changes its own): into the array of the revision before the one
+	// before, which nothing else holds (calls and prevCalls are this
+	// handle's copies), rather than a new one per commit.
+	h.prevCalls, h.calls, h.lastDelta = h.calls, append(h.prevCalls[:0], cp.Calls...), delta
 	switch {
 	case delta:
 	case len(cp.Calls) > 0:
