@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -205,6 +206,7 @@ const (
 	LedgerMode         Rule = "ledger-mode"           // a run's commits switch where its budget is kept
 	LedgerDecreased    Rule = "ledger-decreased"      // a commit's budget totals below the commit's before
 	LedgerTokens       Rule = "ledger-tokens"         // a commit's budget totals short of the tokens its run's responses reported
+	LedgerSteps        Rule = "ledger-steps"          // an ended run's steps (log and side entry) short of its responses, or over its budget
 )
 
 func (rep *Report) violate(rule Rule, run, format string, args ...any) {
@@ -462,6 +464,59 @@ func auditLedger(rep *Report, r *Run) {
 				r.ID, c.Revision, c.Seq, totals(l), in, out)
 		}
 		prev = &l
+	}
+}
+
+// BudgetEntry is what the audit reads of a root's entry in the budgets
+// bucket (the node's format, docs/events.md): for a root that keeps its
+// budget in its log, the side entry of what its commits did not carry (a
+// reservation of its own, a step given back, negative).
+type BudgetEntry struct {
+	Steps        int   `json:"steps"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	InLog        bool  `json:"in_log"`
+}
+
+// LedgerRoots lists the ended roots that keep their budget in their log,
+// sorted: the ones AuditSteps reads a side entry of.
+func (rep *Report) LedgerRoots() []string {
+	var out []string
+	for _, id := range sortedKeys(rep.Runs) {
+		r := rep.Runs[id]
+		if r.Created != nil && r.Parent() == "" && r.Ends > 0 && len(r.Commits) > 0 && r.Commits[len(r.Commits)-1].Ledger != nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// AuditSteps checks the step accounting of the ended roots that keep
+// their budget in their log, with their entries in the budgets bucket
+// (side, by root; a missing one is none): the steps of the last commit
+// and the side entry together, the run's total as the node reports it,
+// count at least one step per response the log holds (C24: every model
+// request reserved one first, and only a step not taken is given back)
+// and at most the run's step budget. It is a pure function, like Audit.
+func AuditSteps(rep *Report, side map[string]BudgetEntry) {
+	for _, id := range rep.LedgerRoots() {
+		r := rep.Runs[id]
+		responses := 0
+		for _, c := range r.Commits {
+			if c.Checkpoint != nil && slices.ContainsFunc(c.Checkpoint.Append, func(m model.Message) bool { return m.Role == model.RoleAssistant }) {
+				responses++
+			}
+		}
+		last := r.Commits[len(r.Commits)-1].Ledger
+		steps := last.Steps + side[id].Steps
+		if steps < responses {
+			rep.violate(LedgerSteps, id, "run %s: %d steps counted (%d in its last commit, %d beside the log) for the %d responses its log holds",
+				id, steps, last.Steps, side[id].Steps, responses)
+		}
+		if b := r.Created.Budget; b != nil && b.Steps > 0 && steps > b.Steps {
+			rep.violate(LedgerSteps, id, "run %s: %d steps counted (%d in its last commit, %d beside the log), over its budget of %d",
+				id, steps, last.Steps, side[id].Steps, b.Steps)
+		}
 	}
 }
 

@@ -181,13 +181,14 @@ type factChecker struct {
 	joins      bool // revision 1 carries no totals
 	decreases  bool // revision 3 carries fewer steps than revision 2
 	chargeLate bool // the first response's tokens are charged by the commit after it
+	budget     *events.RunBudget
 }
 
 func (h factChecker) write(b *logBuilder) (root string) {
 	root = "f-" + h.key
 	sess := "sf-" + h.key
 	claim, _ := json.Marshal(map[string]string{"claim": chaos.Message(h.key)})
-	b.created(events.Run{RunID: root, SessionID: sess, Agent: "fact-checker", RootRunID: root, Message: string(claim)})
+	b.created(events.Run{RunID: root, SessionID: sess, Agent: "fact-checker", RootRunID: root, Message: string(claim), Budget: h.budget})
 	b.lease(sess, root, 1)
 	usage := &model.Usage{InputTokens: 10, OutputTokens: 5}
 	commits := []struct {
@@ -195,10 +196,10 @@ func (h factChecker) write(b *logBuilder) (root string) {
 		l  events.Ledger
 	}{
 		{runtime.Checkpoint{Phase: runtime.PhaseModel}, events.Ledger{Steps: 1}},
-		{runtime.Checkpoint{Phase: runtime.PhaseCalls, Usage: usage, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallPending)}}, events.Ledger{Steps: 1, InputTokens: 10, OutputTokens: 5}},
+		{runtime.Checkpoint{Phase: runtime.PhaseCalls, Usage: usage, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallPending)}, Append: []model.Message{{ID: "m-fc1", Role: model.RoleAssistant}}}, events.Ledger{Steps: 1, InputTokens: 10, OutputTokens: 5}},
 		{runtime.Checkpoint{Phase: runtime.PhaseCalls, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallDispatching)}}, events.Ledger{Steps: 1, InputTokens: 10, OutputTokens: 5}},
 		{runtime.Checkpoint{Phase: runtime.PhaseModel, Calls: []runtime.CallRecord{runJS("fc-record", runtime.CallDone)}}, events.Ledger{Steps: 2, InputTokens: 10, OutputTokens: 5}},
-		{runtime.Checkpoint{Phase: runtime.PhaseCompleted, Usage: usage, Reply: reply(factOut)}, events.Ledger{Steps: 2, InputTokens: 20, OutputTokens: 10}},
+		{runtime.Checkpoint{Phase: runtime.PhaseCompleted, Usage: usage, Reply: reply(factOut), Append: []model.Message{{ID: "m-fc2", Role: model.RoleAssistant}}}, events.Ledger{Steps: 2, InputTokens: 20, OutputTokens: 10}},
 	}
 	if h.decreases {
 		commits[2].l.Steps = 0
@@ -458,5 +459,43 @@ func TestQuietWakes(t *testing.T) {
 	}
 	if got := chaos.Quiet(wakes, nil); len(got) != len(wakes) {
 		t.Fatalf("with no window every wake is quiet: %v", got)
+	}
+}
+
+// AuditSteps: an ended root keeping its budget in its log counts a step
+// per response (two here, both in its last commit) with its side entry,
+// and no more than its budget.
+func TestAuditStepsCountsEachResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *events.RunBudget
+		side   *chaos.BudgetEntry
+		want   []chaos.Rule
+	}{
+		{name: "no side entry", want: nil},
+		{name: "a reservation of its own beside the log", side: &chaos.BudgetEntry{Steps: 1, InLog: true}, want: nil},
+		{name: "within its budget", budget: &events.RunBudget{Steps: 3}, side: &chaos.BudgetEntry{Steps: 1, InLog: true}, want: nil},
+		{name: "a step given back that a response took", side: &chaos.BudgetEntry{Steps: -1, InLog: true}, want: []chaos.Rule{chaos.LedgerSteps}},
+		{name: "over its budget", budget: &events.RunBudget{Steps: 2}, side: &chaos.BudgetEntry{Steps: 1, InLog: true}, want: []chaos.Rule{chaos.LedgerSteps}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &logBuilder{t: t, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			root := factChecker{key: "f", budget: tc.budget}.write(b)
+			rep := chaos.Audit(b.recs, []chaos.Submission{{Key: "f", RunID: root}})
+			if len(rep.Violations) > 0 {
+				t.Fatalf("the log alone: %v", rep.Violations)
+			}
+			if got := rep.LedgerRoots(); !slices.Equal(got, []string{root}) {
+				t.Fatalf("ledger roots %v, want [%s]", got, root)
+			}
+			side := map[string]chaos.BudgetEntry{}
+			if tc.side != nil {
+				side[root] = *tc.side
+			}
+			chaos.AuditSteps(rep, side)
+			if got := rules(rep); !slices.Equal(got, tc.want) {
+				t.Errorf("rules %v, want %v; violations:\n%s", got, tc.want, fmt.Sprint(rep.Violations))
+			}
+		})
 	}
 }

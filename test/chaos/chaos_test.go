@@ -210,6 +210,10 @@ func runSeed(t *testing.T, cfg config, topo chaos.Topology, seed int64) figures 
 		}
 		sleep(ctx, 2*time.Second)
 	}
+	if err := e.auditSteps(t, ctx, rep); err != nil {
+		e.report(nil, true)
+		t.Fatalf("seed %d: %v", seed, err)
+	}
 
 	wakes := rep.WakeLatencies()
 	quiet := chaos.Quiet(rep.Wakes, e.windows())

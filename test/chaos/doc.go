@@ -2,7 +2,8 @@
 // schedule derived from one seed, and audits the run log afterwards for
 // safety (no revision twice, no commit under a superseded lease, no run_js
 // dispatched twice, a budget kept in the log that stays there, never
-// decreases and charges every response's tokens) and for liveness (every
+// decreases, charges every response's tokens and, with its side entry in
+// the budgets bucket, counts a step for every response) and for liveness (every
 // admitted run reaches exactly one end, none failed, none left running).
 //
 // The package holds the two pure cores of that harness, so each can be
@@ -14,7 +15,8 @@
 //   - Audit reads the records of the run log (ReadLog fetches them from a
 //     JetStream stream) with the client's acknowledged submissions and
 //     reports every violation, the runs without an end and the figures
-//     (ends, wake latencies).
+//     (ends, wake latencies). AuditSteps adds the budgets bucket's side
+//     entries of the roots that keep their budget in their log.
 //
 // The harness itself (node and nats-server processes, kill -9, SIGSTOP,
 // a filled tmpfs, the HTTP client that submits root runs with idempotency

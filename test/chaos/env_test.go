@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -439,6 +440,12 @@ func (e *env) inject(ctx context.Context, f chaos.Fault) time.Time {
 
 // connect is a NATS connection to every server of the topology.
 func (e *env) connect() (*nats.Conn, jetstream.JetStream, error) {
+	return e.connectAs(cjs.ReaderUser)
+}
+
+// connectAs connects as user (cjs.ReaderUser or cjs.AdminUser) where the
+// servers have users, as connect does.
+func (e *env) connectAs(user string) (*nats.Conn, jetstream.JetStream, error) {
 	var urls []string
 	if e.nats != nil {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", e.nats.client))
@@ -451,7 +458,11 @@ func (e *env) connect() (*nats.Conn, jetstream.JetStream, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			urls = append(urls, fmt.Sprintf("nats://reader:%s@127.0.0.1:%d", c.Reader, p.client))
+			pass := c.Reader
+			if user == cjs.AdminUser {
+				pass = c.Admin
+			}
+			urls = append(urls, fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, pass, p.client))
 		}
 	}
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
@@ -484,4 +495,40 @@ func (e *env) readLog(ctx context.Context, js jetstream.JetStream) ([]chaos.Reco
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// auditSteps reads the budgets bucket's entries of the roots that keep
+// their budget in their log and audits their step accounting.
+// The reader user, the audit's for the log, may not read the bucket: it
+// connects as the nodes do.
+func (e *env) auditSteps(t *testing.T, ctx context.Context, rep *chaos.Report) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	nc, js, err := e.connectAs(cjs.AdminUser)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	kv, err := js.KeyValue(ctx, "cairn_budgets")
+	if err != nil {
+		return fmt.Errorf("budgets bucket: %w", err)
+	}
+	side := map[string]chaos.BudgetEntry{}
+	for _, id := range rep.LedgerRoots() {
+		v, err := kv.Get(ctx, id)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			continue // nothing beside the log
+		case err != nil:
+			return fmt.Errorf("budget of %s: %w", id, err)
+		}
+		var b chaos.BudgetEntry
+		if err := json.Unmarshal(v.Value(), &b); err != nil {
+			return fmt.Errorf("budget of %s: %w", id, err)
+		}
+		side[id] = b
+	}
+	chaos.AuditSteps(rep, side)
+	t.Logf("budget steps audited: %d roots keeping their budget in their log, %d with a side entry", len(rep.LedgerRoots()), len(side))
+	return nil
 }

@@ -87,6 +87,10 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		sleep(ctx, 2*time.Second)
 	}
+	if err := e.auditSteps(t, ctx, rep); err != nil {
+		e.report(nil, true)
+		t.Fatal(err)
+	}
 	var v1, later, changesOnly, ledgers int
 	for _, r := range recs {
 		switch {
