@@ -134,13 +134,16 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 		ended   bool
 	}
 	defer func() {
-		close(runDone)
+		// Ended first: a callback the script starts from now on starts
+		// nothing, and one started has its context ended before its
+		// result is refused.
 		cb.Lock()
 		if cb.cancel != nil {
 			cb.cancel()
 		}
 		cb.ended = true
 		cb.Unlock()
+		close(runDone)
 	}()
 	io := runIO{
 		dispatch: func(seq int, capability string, args json.RawMessage) error {
