@@ -63,11 +63,12 @@ var quickAnnotations = map[string]bool{
 // it uses a keyword quick does not know (then the library checks every
 // value).
 func newQuick(doc any) *quick {
+	q := &quick{minLength: -1, maxLength: -1, minItems: -1, maxItems: -1, minProperties: -1, maxProperties: -1}
 	switch v := doc.(type) {
 	case bool:
-		return &quick{never: !v, minLength: -1, maxLength: -1, minItems: -1, maxItems: -1, minProperties: -1, maxProperties: -1}
+		q.never = !v
+		return q
 	case map[string]any:
-		q := &quick{minLength: -1, maxLength: -1, minItems: -1, maxItems: -1, minProperties: -1, maxProperties: -1}
 		for kw, val := range v {
 			if quickAnnotations[kw] {
 				continue
@@ -131,12 +132,21 @@ func (q *quick) set(kw string, val any) bool {
 		q.items = newQuick(val)
 		return q.items != nil
 	}
-	bound := map[string]*int64{
-		"minLength": &q.minLength, "maxLength": &q.maxLength,
-		"minItems": &q.minItems, "maxItems": &q.maxItems,
-		"minProperties": &q.minProperties, "maxProperties": &q.maxProperties,
-	}[kw]
-	if bound == nil {
+	var bound *int64
+	switch kw {
+	case "minLength":
+		bound = &q.minLength
+	case "maxLength":
+		bound = &q.maxLength
+	case "minItems":
+		bound = &q.minItems
+	case "maxItems":
+		bound = &q.maxItems
+	case "minProperties":
+		bound = &q.minProperties
+	case "maxProperties":
+		bound = &q.maxProperties
+	default:
 		return false
 	}
 	n, ok := val.(json.Number)

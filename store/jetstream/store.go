@@ -891,10 +891,10 @@ func (h *RunStore) encode(cp *runtime.Checkpoint, full bool, prev []runtime.Call
 	return b, on, delta, err
 }
 
-// commitID is a checkpoint commit's Msg-Id: session.run.epoch.revision.
-// and the first 8 bytes of the SHA-256 of its checkpoint JSON followed by
-// "ledger <steps> <input> <output>" when it carries budget totals, in hex.
-// Built with appends: it is computed for every commit.
+// commitID is a checkpoint commit's Msg-Id, session.run.epoch.revision.hash:
+// hash is the first 8 bytes, in hex, of the SHA-256 of its checkpoint JSON
+// followed by "ledger <steps> <input> <output>" when it carries budget
+// totals. Built with appends: it is computed for every commit.
 func commitID(session, run string, epoch, rev int64, checkpoint []byte, l *events.Ledger) string {
 	hash := sha256.New()
 	hash.Write(checkpoint)

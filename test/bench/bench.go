@@ -89,7 +89,7 @@ func main() {
 	b8Events := flag.Int("b8-events", 100, "B8: events per run")
 	heapProfile := flag.String("heapprofile", "", "B5: write a heap profile of the parked runs to this file")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	allocProfile := flag.String("allocprofile", "", "write a profile of the whole run's allocations to this file")
+	allocProfile := flag.String("allocprofile", "", "write a heap profile at the end of the whole run to this file (its allocations: pprof -sample_index=alloc_space)")
 	chain := flag.Int("chain", 10, "B5: parked runs per blocked leaf (each chain parks on one run blocked in its model)")
 	smoke := flag.Bool("smoke", false, "a short run that only checks the harness works")
 	var gc jetstream.GroupCommit
@@ -126,8 +126,8 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	rows, err := run(context.Background(), cfg)
-	if err == nil && *allocProfile != "" {
-		err = writeProfile("allocs", *allocProfile)
+	if err == nil {
+		err = writeHeapProfile(*allocProfile, "")
 	}
 	if err != nil {
 		pprof.StopCPUProfile()
@@ -787,17 +787,4 @@ func rssOf(status string) uint64 {
 		}
 	}
 	return 0
-}
-
-// writeProfile writes the named runtime profile to a file.
-func writeProfile(name, path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("%s profile: %w", name, err)
-	}
-	return f.Close()
 }

@@ -513,8 +513,9 @@ func (e *env) auditSteps(t *testing.T, ctx context.Context, rep *chaos.Report) e
 	if err != nil {
 		return fmt.Errorf("budgets bucket: %w", err)
 	}
+	roots := rep.LedgerRoots()
 	side := map[string]chaos.BudgetEntry{}
-	for _, id := range rep.LedgerRoots() {
+	for _, id := range roots {
 		v, err := kv.Get(ctx, id)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -529,6 +530,6 @@ func (e *env) auditSteps(t *testing.T, ctx context.Context, rep *chaos.Report) e
 		side[id] = b
 	}
 	chaos.AuditSteps(rep, side)
-	t.Logf("budget steps audited: %d roots keeping their budget in their log, %d with a side entry", len(rep.LedgerRoots()), len(side))
+	t.Logf("budget steps audited: %d roots keeping their budget in their log, %d with a side entry", len(roots), len(side))
 	return nil
 }
