@@ -192,23 +192,33 @@ func (r *runner) execute(ctx context.Context, rec CallRecord, resumed bool) (out
 		info, err := r.in.Controller.Spawn(ctx, rec.ID, child.Slug, []byte(args))
 		return control(ctx, rec.Name, info, err)
 	}
+	var decoded any
 	if s, ok := r.c.args[rec.Name]; ok {
-		if err := s.Validate([]byte(args)); err != nil {
+		v, err := s.ValidateValue([]byte(args))
+		if err != nil {
 			return invalid(err), nil
 		}
+		decoded = v
 	} else if rec.Name != ToolComplete {
 		return toolError("unknown tool %q; the tools are: %s", rec.Name, r.toolNames()), nil
 	}
 	switch {
 	case rec.Name == jstool.Name:
-		var a jstool.Args
-		if err := json.Unmarshal([]byte(args), &a); err != nil {
-			return invalid(err), nil
+		// run_js's schema holds exactly a string "code": the checked value
+		// gives it without a second decoding of the arguments.
+		obj, _ := decoded.(map[string]any)
+		code, ok := obj["code"].(string)
+		if !ok {
+			var a jstool.Args
+			if err := json.Unmarshal([]byte(args), &a); err != nil {
+				return invalid(err), nil
+			}
+			code = a.Code
 		}
 		if resumed {
 			return r.unknownEffect(rec.Name), nil
 		}
-		return r.runJS(ctx, rec.ID, a.Code)
+		return r.runJS(ctx, rec.ID, code)
 	case rec.Name == ToolComplete:
 		if err := r.c.completion.Validate([]byte(args)); err != nil {
 			return invalid(err), nil

@@ -18,7 +18,17 @@ import (
 // levels, are one issue at their place. An instance that would take the
 // library more than 200,000 subschema evaluations (about half a second) is
 // refused with one issue at the root, before the library runs.
-func (s *Schema) Validate(instance []byte) (err error) {
+func (s *Schema) Validate(instance []byte) error {
+	_, err := s.ValidateValue(instance)
+	return err
+}
+
+// ValidateValue is Validate that also returns the instance as it decoded
+// it when it is valid, so that a caller reading a few fields of it need
+// not decode it again: objects are map[string]any, arrays []any, strings
+// string (valid UTF-8, as the JSON was), booleans bool, null nil; numbers
+// json.Number, as written.
+func (s *Schema) ValidateValue(instance []byte) (_ any, err error) {
 	defer func() {
 		// A last resort: a panic in the library (or here) fails closed.
 		if p := recover(); p != nil {
@@ -31,25 +41,25 @@ func (s *Schema) Validate(instance []byte) (err error) {
 		if jerr.Malformed {
 			ptr = ""
 		}
-		return &ValidationError{Issues: []Issue{{InstancePointer: ptr, Message: jerr.Reason}}}
+		return nil, &ValidationError{Issues: []Issue{{InstancePointer: ptr, Message: jerr.Reason}}}
 	}
 	if !s.c.plan.evaluations(v, maxEvaluations) {
-		return &ValidationError{Issues: []Issue{{Message: tooCostly}}}
+		return nil, &ValidationError{Issues: []Issue{{Message: tooCostly}}}
 	}
 	if s.c.quick != nil && s.c.quick.valid(v) {
-		return nil
+		return v, nil
 	}
 	// v is never []byte, so the library evaluates it as a decoded JSON value.
 	res := s.c.lib.Validate(v)
 	if res.IsValid() {
-		return nil
+		return v, nil
 	}
 	w := &collector{c: s.c, inst: v}
 	w.result(res, nil, nil, "")
 	if len(w.issues) == 0 { // a result shape this package does not know
 		w.issues = append(w.issues, Issue{Message: "value does not satisfy the schema"})
 	}
-	return &ValidationError{Issues: sortIssues(w.issues)}
+	return nil, &ValidationError{Issues: sortIssues(w.issues)}
 }
 
 // tooCostly is the message of the issue reported when checking an

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -54,7 +55,8 @@ type Log struct {
 	stream   jetstream.Stream
 	log      *slog.Logger
 	onBatch  func(BatchEvent)
-	// publishMsg is js.PublishMsg; tests replace it to lose acknowledgements.
+	// publishMsg is w.request (PublishMsg for a message whose headers are
+	// set); tests replace it to lose acknowledgements.
 	publishMsg func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	// batchPublish and batchRequest send a batch's messages and its commit
 	// (nc.PublishMsg, nc.RequestMsgWithContext); tests replace them.
@@ -140,9 +142,10 @@ func newLog(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg LogC
 	w := &Log{
 		name: cfg.Stream, replicas: cfg.Replicas, retries: cfg.Retries, backoff: cfg.Backoff,
 		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch,
-		publishMsg: js.PublishMsg, batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
+		batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
 		replies: &replies{nc: nc},
 	}
+	w.publishMsg = w.request
 	w.commits = newCommitter(w, cfg.GroupCommit, active)
 	return w
 }
@@ -203,13 +206,19 @@ func (w *Log) Write(ctx context.Context, msg *nats.Msg, id, fence string, expect
 // errors; a fenced one has every ambiguous answer settled by settle, which
 // reads the log.
 func (w *Log) publish(ctx context.Context, msg *nats.Msg, id, fence string, expect uint64, settle func(context.Context, error) (uint64, error)) (uint64, error) {
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
+	// The headers jetstream.WithMsgID and WithExpectLastSequenceForSubject
+	// would set, set once: every try sends the same message.
+	if msg.Header == nil {
+		msg.Header = make(nats.Header, 3)
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, id)
 	if fence != "" {
-		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect, fence))
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, fence)
 	}
 	for attempt := 0; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, opTimeout)
-		ack, err := w.publishMsg(pctx, msg, opts...)
+		ack, err := w.publishMsg(pctx, msg)
 		cancel()
 		if err == nil {
 			return ack.Sequence, nil
