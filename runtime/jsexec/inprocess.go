@@ -133,6 +133,7 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 		results chan callResult
 		ended   bool
 	}
+	var io runIO
 	defer func() {
 		// Ended first: a callback the script starts from now on starts
 		// nothing, and one started has its context ended before its
@@ -143,9 +144,12 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 		}
 		cb.ended = true
 		cb.Unlock()
+		if testHookEnding != nil {
+			testHookEnding(io)
+		}
 		close(runDone)
 	}()
-	io := runIO{
+	io = runIO{
 		dispatch: func(seq int, capability string, args json.RawMessage) error {
 			cb.Lock()
 			if cb.ended {
@@ -220,6 +224,11 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 		}
 	}
 }
+
+// testHookEnding, set only by tests, runs in Execute's end between its
+// two steps with the script's callbacks: what a script that goes on after
+// Execute (an abandoned realm's) can do there.
+var testHookEnding func(io runIO)
 
 // cancelled maps an interruption by Close to ErrClosed.
 func (e *inProcess) cancelled(ectx context.Context, err error) error {
