@@ -22,6 +22,12 @@ func (w *Log) request(ctx context.Context, msg *nats.Msg, opts ...jetstream.Publ
 	if len(opts) > 0 {
 		return w.js.PublishMsg(ctx, msg, opts...)
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		// As PublishMsg: a request is never left waiting forever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+	}
 	resp, err := w.nc.RequestMsgWithContext(ctx, msg)
 	// As PublishMsg: no responders is retried a few times, a blip of a
 	// stream leader's election.
@@ -54,6 +60,9 @@ func parseAck(data []byte) (*jetstream.PubAck, error) {
 		return ack, nil
 	}
 	var r struct {
+		// Type as nats.go has it: an answer whose "type" is not a string
+		// is refused there, and so here.
+		Type  string              `json:"type"`
 		Error *jetstream.APIError `json:"error,omitempty"`
 		*jetstream.PubAck
 	}

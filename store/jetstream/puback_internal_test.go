@@ -51,6 +51,9 @@ func TestParseAck(t *testing.T) {
 		{in: `{"stream":"A","stream":"B","seq":1}`, want: &jetstream.PubAck{Stream: "B", Sequence: 1}},
 		{in: `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 5"}}`, code: jetstream.JSErrCodeStreamWrongLastSequence},
 		{in: `{"stream":"CAIRN","seq":3,"error":{"code":503,"err_code":10158,"description":"in process"}}`, code: 10158},
+		{in: `{"type":1,"stream":"S","seq":1}`, err: jetstream.ErrInvalidJSAck},
+		{in: `{"TYPE":[],"error":{"code":400,"err_code":10071}}`, err: jetstream.ErrInvalidJSAck},
+		{in: `{"type":"io.nats.jetstream.api.v1.pub_ack","stream":"S","seq":1}`, want: &jetstream.PubAck{Stream: "S", Sequence: 1}},
 		{in: `{"stream":"","seq":42}`, err: jetstream.ErrInvalidJSAck},
 		{in: `{"seq":42}`, err: jetstream.ErrInvalidJSAck},
 		{in: `{"stream":"CAIRN","seq":042}`, err: jetstream.ErrInvalidJSAck},
@@ -96,7 +99,7 @@ func FuzzQuickAckAgreesWithJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"stream":"CAIRN","seq":42}`, `{"stream":"CAIRN","seq":42,"duplicate":true}`,
 		`{"seq":1,"duplicate":false,"stream":"KV_x"}`, `{"error":{"code":400,"err_code":10071}}`,
-		`{"stream":"a\"b","seq":1}`, `{"stream":"CAIRN","seq":1e3}`, `{"stream":"\u00e9","seq":1}`,
+		`{"stream":"a\"b","seq":1}`, `{"type":1,"stream":"S","seq":1}`, `{"stream":"CAIRN","seq":1e3}`, `{"stream":"\u00e9","seq":1}`,
 	} {
 		f.Add([]byte(s))
 	}
