@@ -99,6 +99,9 @@ func TestPauseANodeMidRun(t *testing.T) {
 	if moved == 0 {
 		t.Errorf("no run of n3 was taken over while it was paused")
 	}
+	// Joined is not ready: until n3 is in its own view of the topology
+	// it refuses new runs (503) and says so on /readyz, as it should.
+	c.waitReady(victim)
 	rejoined := time.Now()
 	c.startRuns(victim, 12)
 	c.waitCompleted(victim, (roots+12)*runsPerRoot)
