@@ -129,11 +129,7 @@ func ctrlC(t *testing.T, twice bool) (whileRunning bool) {
 		t.Errorf("the resume hint does not name the binary run (%s):\n%s", os.Args[0], stderr.String())
 	}
 	if !strings.Contains(printed.String(), "Ctrl-C again stops it now") {
-		for _, bad := range []string{"resource limit", "worker died", "signal: interrupt"} {
-			if strings.Contains(all, bad) {
-				t.Fatalf("%q after Ctrl-C:\n%s", bad, all)
-			}
-		}
+		noneBlamed(t, all)
 		return false
 	}
 	var out, errb bytes.Buffer
@@ -161,12 +157,19 @@ func ctrlC(t *testing.T, twice bool) (whileRunning bool) {
 	if twice && !strings.Contains(replayed.String(), "Unknown effect: this run_js call was interrupted") {
 		t.Fatalf("the stopped call is not unknown after the resume:\n%s", replayed.String())
 	}
-	for _, text := range []string{all, out.String(), replayed.String()} {
+	noneBlamed(t, all, out.String(), replayed.String())
+	return true
+}
+
+// noneBlamed fails the test if a text blames a limit or a dying worker
+// for the Ctrl-C.
+func noneBlamed(t *testing.T, texts ...string) {
+	t.Helper()
+	for _, text := range texts {
 		for _, bad := range []string{"resource limit", "worker died", "signal: interrupt"} {
 			if strings.Contains(text, bad) {
 				t.Fatalf("%q after Ctrl-C:\n%s", bad, text)
 			}
 		}
 	}
-	return true
 }

@@ -86,8 +86,8 @@ func TestCreateRun(t *testing.T) {
 func TestCreateRunLostAcknowledgement(t *testing.T) {
 	lose := func(next jetstream.PublishFunc) jetstream.PublishFunc {
 		var once sync.Once
-		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
-			ack, err := next(ctx, msg, opts...)
+		return func(ctx context.Context, msg *nats.Msg) (*njs.PubAck, error) {
+			ack, err := next(ctx, msg)
 			lost := false
 			once.Do(func() { lost = true })
 			if lost && err == nil {
@@ -97,11 +97,11 @@ func TestCreateRunLostAcknowledgement(t *testing.T) {
 		}
 	}
 	retried := func(next jetstream.PublishFunc) jetstream.PublishFunc {
-		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
-			if _, err := next(ctx, msg, opts...); err != nil {
+		return func(ctx context.Context, msg *nats.Msg) (*njs.PubAck, error) {
+			if _, err := next(ctx, msg); err != nil {
 				return nil, err
 			}
-			return next(ctx, msg, opts...) // the server's answer to the retry
+			return next(ctx, msg) // the server's answer to the retry
 		}
 	}
 	for _, replicas := range []int{1, 3} {

@@ -10,7 +10,7 @@ import (
 )
 
 // PublishFunc is the signature of the store's publish path.
-type PublishFunc = func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+type PublishFunc = func(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error)
 
 // WrapPublish replaces the store's publish path with wrap(original).
 func WrapPublish(s *Store, wrap func(PublishFunc) PublishFunc) { s.publishMsg = wrap(s.publishMsg) }

@@ -31,7 +31,7 @@ func TestOpensRacingForOneEpoch(t *testing.T) {
 	var once sync.Once
 	var hb runtime.Store
 	jetstream.WrapPublish(a, func(next jetstream.PublishFunc) jetstream.PublishFunc {
-		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
+		return func(ctx context.Context, msg *nats.Msg) (*njs.PubAck, error) {
 			if strings.HasSuffix(msg.Subject, ".lease") {
 				// a has read the run with no lease and is about to write
 				// epoch 1: b opens it meanwhile, and writes epoch 1 first.
@@ -42,7 +42,7 @@ func TestOpensRacingForOneEpoch(t *testing.T) {
 					}
 				})
 			}
-			return next(ctx, msg, opts...)
+			return next(ctx, msg)
 		}
 	})
 	ha, err := a.Open(ctx, "s", "r")

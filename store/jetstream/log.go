@@ -55,9 +55,9 @@ type Log struct {
 	stream   jetstream.Stream
 	log      *slog.Logger
 	onBatch  func(BatchEvent)
-	// publishMsg is w.request (PublishMsg for a message whose headers are
-	// set); tests replace it to lose acknowledgements.
-	publishMsg func(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	// publishMsg is w.request (PublishMsg for a message whose headers
+	// are set); tests replace it to lose acknowledgements.
+	publishMsg func(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error)
 	// batchPublish and batchRequest send a batch's messages and its commit
 	// (nc.PublishMsg, nc.RequestMsgWithContext); tests replace them.
 	batchPublish func(msg *nats.Msg) error

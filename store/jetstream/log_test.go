@@ -171,14 +171,14 @@ func TestLogLostAcknowledgement(t *testing.T) {
 	kv, w := kvLog(t, nc, "lost", jetstream.LogConfig{GroupCommit: jetstream.GroupCommit{Mode: jetstream.CommitSingle}})
 	var calls atomic.Int64
 	jetstream.WrapLogPublish(w, func(next jetstream.PublishFunc) jetstream.PublishFunc {
-		return func(ctx context.Context, msg *nats.Msg, opts ...njs.PublishOpt) (*njs.PubAck, error) {
+		return func(ctx context.Context, msg *nats.Msg) (*njs.PubAck, error) {
 			if calls.Add(1)%2 == 1 { // every first try is stored, its answer lost
-				if _, err := next(ctx, msg, opts...); err != nil {
+				if _, err := next(ctx, msg); err != nil {
 					return nil, err
 				}
 				return nil, nats.ErrTimeout
 			}
-			return next(ctx, msg, opts...)
+			return next(ctx, msg)
 		}
 	})
 	ctx := context.Background()

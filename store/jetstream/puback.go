@@ -16,18 +16,9 @@ import (
 // PublishMsg does for a message whose headers (Msg-Id, fence) the caller
 // has set, with the acknowledgement read by parseAck. A lone run waits for
 // one of these per call, and PublishMsg's reflective decoding of the
-// answer was ~1.5 µs of it (a CPU profile of B2, 2026-12-04). Options, if
-// any are given, go to PublishMsg itself.
-func (w *Log) request(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if len(opts) > 0 {
-		return w.js.PublishMsg(ctx, msg, opts...)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		// As PublishMsg: a request is never left waiting forever.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opTimeout)
-		defer cancel()
-	}
+// answer was ~1.5 µs of it (a CPU profile of B2, 2026-12-04). ctx carries
+// the try's deadline (publish bounds each try by opTimeout).
+func (w *Log) request(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
 	resp, err := w.nc.RequestMsgWithContext(ctx, msg)
 	// As PublishMsg: no responders is retried a few times, a blip of a
 	// stream leader's election.
