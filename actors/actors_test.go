@@ -134,8 +134,8 @@ func (h *harness) start(t testing.TB) *actors.Node {
 			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
 				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
 		},
-		Model: func(def runtime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
+		Model: func(a actors.Agent) (model.Model, error) {
+			if a.Definition.Slug == "planner" {
 				return h.parent, nil
 			}
 			return h.child, nil
@@ -643,7 +643,7 @@ func TestCrashAfterReservationCostsAStep(t *testing.T) {
 				Conn: nc, SchemaLevel: level,
 				Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
 					Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 1}}},
-				Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+				Model:   func(actors.Agent) (model.Model, error) { return m, nil },
 				Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
 			})
 			if err != nil {
@@ -1273,7 +1273,7 @@ func stepReservedAheadAndGivenBack(t *testing.T, levels [2]int) {
 			Conn: nc, SchemaLevel: level,
 			Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
 				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 2}}},
-			Model: func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+			Model: func(actors.Agent) (model.Model, error) { return m, nil },
 			// The signal comes from the executor running the hanging script:
 			// the sink's tool-call event came before the dispatch, and a
 			// close in between drained the attempt with the call put back to
@@ -1361,7 +1361,7 @@ func TestBudgetInTheLogIsDurableBeforeEachRequest(t *testing.T) {
 		Conn: nc,
 		Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.", OutputSchema: json.RawMessage(outSchema)},
 			Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 3, Tokens: 1000}}},
-		Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+		Model:   func(actors.Agent) (model.Model, error) { return m, nil },
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{}, Logger: testLogger(t),
 	})
 	if err != nil {

@@ -157,7 +157,7 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 		s.SessionID, s.RunID = newID("s"), newID("r")
 	}
 	rec := events.Run{RunID: s.RunID, SessionID: s.SessionID, Agent: req.Agent, Message: req.Message, RootRunID: s.RunID, Owner: req.Owner,
-		Budget: n.ledger.budgetOf(a.Budget)}
+		Budget: n.ledger.budgetOf(a.Budget), Definition: n.versions.current[req.Agent]}
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	if err := n.admit(ctx, s.SessionID, s.RunID); err != nil {
@@ -190,7 +190,7 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 // they created the run, though the record holds the first one's message.
 // It returns errExists with the stored record when another start wrote it.
 func (n *Node) createOnce(ctx context.Context, r events.Run, expectSeq uint64) (*events.Run, error) {
-	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, n.runlog.now(), r)
+	ev, r, err := events.NewRun(r, n.runlog.now(), n.store.WriteVersion())
 	if err != nil {
 		return nil, err
 	}

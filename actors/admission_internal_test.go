@@ -37,7 +37,7 @@ func startInternal(t *testing.T, nc *nats.Conn, clock *offsetClock, opts ...func
 		Agents: []Agent{{Definition: runtime.AgentDefinition{Slug: "solo", Instructions: "Answer.",
 			OutputSchema: json.RawMessage(`{"type":"object","required":["answer"],"properties":{"answer":{"type":"string"}},"additionalProperties":false}`)},
 			Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}, Budget: runtime.Budget{Steps: 10}}},
-		Model:   func(runtime.AgentDefinition) (model.Model, error) { return done, nil },
+		Model:   func(Agent) (model.Model, error) { return done, nil },
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		Logger: slog.New(slog.DiscardHandler),
 	}

@@ -59,7 +59,7 @@ func admissionNodeOf(t *testing.T, nc *nats.Conn, m model.Model, now func() time
 	}
 	cfg := actors.Config{
 		Conn: nc, Agents: []actors.Agent{def("a"), def("b")},
-		Model:   func(runtime.AgentDefinition) (model.Model, error) { return m, nil },
+		Model:   func(actors.Agent) (model.Model, error) { return m, nil },
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: 2 * time.Second, Logger: testLogger(t), Now: now, Hooks: hooks,
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cairn-agents/cairn/actors/definition"
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 )
 
@@ -23,9 +24,17 @@ func (n *Node) Adopt(ctx context.Context, sessionID, runID string) error {
 	if rec.ParentRunID != "" || rec.RootRunID != rec.RunID {
 		return fmt.Errorf("%w: run %s is not a root run", ErrInvalid, runID)
 	}
-	a, ok := n.agents[rec.Agent]
+	id, ok := n.versions.of(rec)
 	if !ok {
 		return fmt.Errorf("%w: agent %q is not deployed", ErrNotFound, rec.Agent)
+	}
+	ver, err := n.versions.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	a, ok := ver.Agents[rec.Agent]
+	if !ok {
+		return fmt.Errorf("%w: agent %q is not in its definition version %s", ErrInvalid, rec.Agent, definition.Short(id))
 	}
 	if rec.Budget == nil { // a record written outside a node (a fork)
 		if err := n.ledger.open(ctx, runID, a.Budget); err != nil {

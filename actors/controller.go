@@ -21,6 +21,9 @@ import (
 type controller struct {
 	n   *Node
 	run *events.Run
+	// version is the definition version the run is pinned to: its
+	// children are created under it (definition.Version holds them).
+	version string
 	// budget is the attempt's view of its root's budget entry.
 	budget *budgetView
 	// inLog, when set, is the run's budget kept in its log (the budget
@@ -50,12 +53,16 @@ func (c *controller) childKey(callID string) string { return c.run.RunID + "." +
 // Spawn creates the child run once per tool call (C25).
 func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input []byte) (_ runtime.AgentRunInfo, err error) {
 	defer classify(&err)
-	if _, ok := c.n.agents[slug]; !ok {
-		return runtime.AgentRunInfo{}, reject("agent %q is not deployed on this node", slug)
+	ver, err := c.n.versions.get(ctx, c.version)
+	if err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	if _, ok := ver.Agents[slug]; !ok {
+		return runtime.AgentRunInfo{}, reject("agent %q is not a subagent of this run's definition", slug)
 	}
 	sess, run := ChildIDs(c.run.RunID, toolCallID)
 	rec := events.Run{RunID: run, SessionID: sess, Agent: slug, Message: string(input), RootRunID: c.run.RootRunID,
-		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Owner: c.run.Owner}
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Owner: c.run.Owner, Definition: c.version}
 	return c.start(ctx, rec, 0)
 }
 
@@ -86,6 +93,14 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 	if latest == nil || latest.ParentRunID != c.run.RunID {
 		return runtime.AgentRunInfo{}, reject("session %q is not a session of this run's children", sessionID)
 	}
+	// The new run is pinned to this run's version, as a spawn is.
+	ver, err := c.n.versions.get(ctx, c.version)
+	if err != nil {
+		return runtime.AgentRunInfo{}, err
+	}
+	if _, ok := ver.Agents[latest.Agent]; !ok {
+		return runtime.AgentRunInfo{}, reject("session %q is of agent %q, which this run's definition no longer holds", sessionID, latest.Agent)
+	}
 	st, err := c.n.runlog.status(ctx, sessionID, latest.RunID)
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
@@ -101,7 +116,8 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 		return runtime.AgentRunInfo{}, reject("session %q was purged, its retention having run out", sessionID)
 	}
 	rec := events.Run{RunID: run, SessionID: sessionID, Agent: latest.Agent, Message: prompt, RootRunID: c.run.RootRunID,
-		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID, Owner: c.run.Owner}
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID, Owner: c.run.Owner,
+		Definition: c.version}
 	return c.start(ctx, rec, last.Sequence)
 }
 

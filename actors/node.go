@@ -55,6 +55,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors/actorspb"
+	"github.com/cairn-agents/cairn/actors/definition"
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/actors/sweep"
 	"github.com/cairn-agents/cairn/events"
@@ -66,13 +67,10 @@ import (
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
-// Agent is a deployed agent definition with its model limits and, for root
-// runs, its budget.
-type Agent struct {
-	Definition runtime.AgentDefinition
-	Limits     runtime.ModelLimits
-	Budget     runtime.Budget
-}
+// Agent is a deployed agent definition with its model limits, for root
+// runs its budget, and its model: what a run of it is pinned to
+// (definition.Version).
+type Agent = definition.Agent
 
 // Config configures a Node.
 type Config struct {
@@ -82,8 +80,12 @@ type Config struct {
 	Store cjs.Config
 	// Agents are the deployed definitions; every subagent must be one.
 	Agents []Agent
-	// Model returns the model of an agent; required.
-	Model func(def runtime.AgentDefinition) (model.Model, error)
+	// Model returns the model of an agent; required. It is called at
+	// start for every deployed agent, and later for an agent of a pinned
+	// version this node does not deploy as it is now (a run admitted
+	// before a deploy, or by a member with other files): build the model
+	// from the Agent given (Agent.Model), not from the slug alone.
+	Model func(a Agent) (model.Model, error)
 	// Capabilities is the host catalog; each agent gets the ones its
 	// definition names.
 	Capabilities []runtime.Capability
@@ -209,8 +211,9 @@ type Node struct {
 	// wroteNoKV is set once the node has left the earlier builds' active
 	// set unwritten (activeKV): runs it admitted since are missing there.
 	wroteNoKV atomic.Bool
-	models    map[string]model.Model
-	caps      map[string]runtime.Capability
+	// versions are the definitions runs are pinned to (versions.go).
+	versions *versions
+	caps     map[string]runtime.Capability
 	logger    *slog.Logger
 
 	// consume delivers completions (completions.go); ready probes the
@@ -275,7 +278,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, agents: map[string]*Agent{}, models: map[string]model.Model{}, caps: map[string]runtime.Capability{}, logger: logger,
+	n := &Node{cfg: cfg, agents: map[string]*Agent{}, caps: map[string]runtime.Capability{}, logger: logger,
 		watchers: map[string][]chan struct{}{}, drain: make(chan struct{}), memberSet: make(chan struct{})}
 	n.serverClock = n.serverNow
 	if move := cfg.Hooks.ServerClock; move != nil {
@@ -323,12 +326,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 				return nil, fmt.Errorf("actors: agent %q: capability %q is not in the catalog", slug, c)
 			}
 		}
-		m, err := cfg.Model(a.Definition)
-		if err != nil {
-			return nil, fmt.Errorf("actors: agent %q: model: %w", slug, err)
-		}
-		n.models[slug] = m
 	}
+	if n.versions, err = newVersions(n.agents, n.caps, cfg.Model); err != nil {
+		return nil, err
+	}
+	n.versions.keys = cfg.Store.Keys
 	if cfg.SchemaLevel < 0 || cfg.SchemaLevel > events.SchemaVersion {
 		return nil, fmt.Errorf("actors: SchemaLevel %d: want 1 to %d (or 0: this build's)", cfg.SchemaLevel, events.SchemaVersion)
 	}
@@ -375,7 +377,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	// The buckets are made here; Cairn writes them, and reads them from
 	// the stream leader, through its own writers below.
-	for _, name := range []string{"cairn_budgets", "cairn_waits", "cairn_children", activeBucket} {
+	for _, name := range []string{"cairn_budgets", "cairn_waits", "cairn_children", activeBucket, definitionsBucket} {
 		if err := bucket(name); err != nil {
 			return nil, err
 		}
@@ -401,6 +403,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.ledger = &ledger{w: budgetsW, now: cfg.Now}
+	if n.versions.w, err = writer(definitionsBucket); err != nil {
+		return nil, err
+	}
+	if err := cjs.Setup(ctx, n.versions.publish); err != nil {
+		return nil, err
+	}
 	waitsW, err := writer("cairn_waits")
 	if err != nil {
 		return nil, err
@@ -768,8 +776,9 @@ func (n *Node) Continue(ctx context.Context, sessionID, message string) (runID s
 		return "", fmt.Errorf("%w: session %s is being purged, its retention having run out; start a new run", ErrPurged, sessionID)
 	}
 	runID = newID("r")
+	// A new run of the session takes the agent's current definition.
 	rec := events.Run{RunID: runID, SessionID: sessionID, Agent: latest.Agent, Message: message, RootRunID: runID, Continues: latest.RunID, Owner: latest.Owner,
-		Budget: n.ledger.budgetOf(a.Budget)}
+		Budget: n.ledger.budgetOf(a.Budget), Definition: n.versions.current[latest.Agent]}
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	if err := n.admit(ctx, sessionID, runID); err != nil {
@@ -1355,10 +1364,11 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 			return nil, nil, dlErr
 		}
 	}
-	a, ok := n.agents[rec.Agent]
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
+	pin, err := n.versions.resolve(ctx, rec)
+	if err != nil {
+		return nil, nil, err
 	}
+	a := &pin.agent
 	if !dl.IsZero() {
 		if !n.now().Before(dl) {
 			return nil, nil, fmt.Errorf("%w: wall-clock deadline %s passed", ErrBudget, dl.UTC().Format(time.RFC3339))
@@ -1396,24 +1406,16 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 			n.ledger.reserveEarly(ctx, rec.RootRunID, budget)
 		}
 	}
-	subs := make([]runtime.AgentDefinition, 0, len(a.Definition.Subagents))
-	for _, s := range a.Definition.Subagents {
-		subs = append(subs, n.agents[s].Definition)
-	}
-	caps := make([]runtime.Capability, 0, len(a.Definition.Capabilities))
-	for _, c := range a.Definition.Capabilities {
-		caps = append(caps, n.caps[c])
-	}
 	backend := n.cfg.Backend
 	if n.cfg.BackendFor != nil {
 		backend = n.cfg.BackendFor(*rec)
 	}
 	in := runtime.Input{
-		Definition: a.Definition, Subagents: subs,
-		Model:       model.WithUsage(n.models[rec.Agent], recorder{l: n.ledger, root: rec.RootRunID, view: budget, inLog: inlog}),
+		Definition: a.Definition, Subagents: pin.subs,
+		Model:       model.WithUsage(pin.model, recorder{l: n.ledger, root: rec.RootRunID, view: budget, inLog: inlog}),
 		ModelLimits: a.Limits, Store: store, Backend: backend, ExecutorFactory: n.cfg.Executors,
-		Controller: &controller{n: n, run: rec, budget: budget, inLog: inlog}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
-		Message: rec.Message, Capabilities: caps, IDs: fixedID(runID),
+		Controller: &controller{n: n, run: rec, version: pin.id, budget: budget, inLog: inlog}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
+		Message: rec.Message, Capabilities: pin.caps, IDs: fixedID(runID),
 		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}
 	if reason == lifecycle.ReasonRecovered {
@@ -1455,7 +1457,7 @@ func (n *Node) openCreated(ctx context.Context, m *member, rec *events.Run, kept
 		return nil, time.Time{}, nil
 	}
 	seq, ok := n.runlog.takeCreated(rec.SessionID, rec.RunID)
-	if _, deployed := n.agents[rec.Agent]; !ok || !deployed {
+	if _, runnable := n.versions.of(rec); !ok || !runnable {
 		return nil, time.Time{}, nil
 	}
 	deadline := func() (time.Time, error) { return dl, nil }

@@ -125,6 +125,7 @@ func (l *runLog) createRun(ctx context.Context, r events.Run, expectSeq uint64) 
 	if err != nil {
 		return got, fmt.Errorf("actors: %w", err)
 	}
+	r = *got // as stored: without its definition version below DefinitionVersion
 	key := r.SessionID + "/" + r.RunID
 	if l.records != nil {
 		// Written now, never changed: its first attempt reads it here.

@@ -15,14 +15,15 @@ import (
 // A node whose schema level is pinned writes nothing newer, even alone
 // (a rollback to the build of that version stays possible), and purges
 // nothing below the marker's version; unpinned, the same run writes
-// commits of call changes (version 2). A level this build does not write
-// is refused at start.
+// commits of call changes (version 2) and records that name their
+// definition version (events.DefinitionVersion). A level this build does
+// not write is refused at start.
 func TestSchemaLevelIsPinned(t *testing.T) {
 	for _, tc := range []struct {
 		level     int
 		newest    int
 		purgeable bool
-	}{{1, 1, false}, {0, 2, true}} {
+	}{{1, 1, false}, {0, events.DefinitionVersion, true}} {
 		nc := natstest.Connect(t, natstest.Server(t))
 		h := &harness{nc: nc, parent: threeChildren(), child: childModel{}, schemaLevel: tc.level}
 		n, _, _ := h.finish(t, "Do three things.")

@@ -9,7 +9,6 @@ import (
 	"github.com/cairn-agents/cairn/actors/lifecycle"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/internal/clock"
-	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
@@ -54,7 +53,7 @@ func TestChildEndReachingADrainingParentIsGivenBack(t *testing.T) {
 	var attempted sync.Map // run ID -> reason, of every attempt that ran
 	n := startInternal(t, natstest.Connect(t, natstest.Server(t)), nil, func(c *Config) {
 		c.Waits = waits
-		c.Model = func(runtime.AgentDefinition) (model.Model, error) { return hold, nil }
+		c.Model = func(Agent) (model.Model, error) { return hold, nil }
 		c.OnAttempt = func(e AttemptEnded) { attempted.Store(e.Run.RunID, e.Reason) }
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -109,8 +109,8 @@ func startNode(t *testing.T, nc *nats.Conn, kv jetstream.KeyValue, name string, 
 			{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work.", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
 				Limits: runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}},
 		},
-		Model: func(def runtime.AgentDefinition) (model.Model, error) {
-			if def.Slug == "planner" {
+		Model: func(a actors.Agent) (model.Model, error) {
+			if a.Definition.Slug == "planner" {
 				return planner(), nil
 			}
 			return w, nil

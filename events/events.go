@@ -185,6 +185,21 @@ func New(t Type, sessionID, runID string, revision, epoch int64, at time.Time, v
 	return Envelope{Type: t, Version: 1, SessionID: sessionID, RunID: runID, Revision: revision, Epoch: epoch, Time: at.UTC(), Data: data}, nil
 }
 
+// NewRun builds the RunCreated envelope of r for a store that writes
+// schema level: at DefinitionVersion when r names its definition version,
+// and with no definition version below that level (the record returned is
+// the one encoded).
+func NewRun(r Run, at time.Time, level int) (Envelope, Run, error) {
+	if level < DefinitionVersion {
+		r.Definition = ""
+	}
+	e, err := New(RunCreated, r.SessionID, r.RunID, 0, 0, at, r)
+	if err == nil && r.Definition != "" {
+		e.Version = DefinitionVersion
+	}
+	return e, r, err
+}
+
 // NewRaw builds an envelope around an already encoded payload, which must
 // be valid JSON (the commit path encodes a checkpoint once and reuses the
 // bytes).

@@ -21,6 +21,13 @@ const PurgeVersion = 3
 // would read the commit and count the run's budget as unspent.
 const LedgerVersion = 4
 
+// DefinitionVersion is the schema version of a run record that names its
+// definition version (Run.Definition): written only at that level, so
+// that a member of a cluster pinned below it (operations.md, Upgrades)
+// never meets a field its build does not know; below it runs are not
+// pinned (NewRun).
+const DefinitionVersion = 4
+
 func init() { known[SessionPurged] = true }
 
 // Purge is the payload of SessionPurged (wire.Purge), and PurgedRun one

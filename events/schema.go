@@ -48,15 +48,18 @@ var versions = []version{
 	2: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV2{}}), commit: readCommitV2},
 	// Version 3 adds a type (SessionPurged); a commit reads as in 2.
 	3: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV2{}, SessionPurged: Purge{}}), commit: readCommitV2},
-	// Version 4: a commit may carry its run's budget totals (ledger).
-	4: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV4{}, SessionPurged: Purge{}}), commit: readCommit},
+	// Version 4: a commit may carry its run's budget totals (ledger); a
+	// run's record may name its definition version (an omitempty field,
+	// which a reader of version 4 that predates it ignores: it runs the
+	// run under its current definition, as before runs were pinned).
+	4: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV4{}, SessionPurged: Purge{}, RunCreated: wire.Run{}}), commit: readCommit},
 }
 
 // payloads is the payloads every version so far writes alike, with a
 // version's own.
 func payloads(own map[Type]any) map[Type]any {
 	m := map[Type]any{
-		LeaseAcquired: wire.Lease{}, WindowCompacted: wire.Compacted{}, RunCreated: wire.Run{}, RunEnded: wire.Ended{},
+		LeaseAcquired: wire.Lease{}, WindowCompacted: wire.Compacted{}, RunCreated: wire.RunV1{}, RunEnded: wire.Ended{},
 		ChildSpawned: nil, ChildCompleted: nil, WaitRegistered: nil, CallCancelled: nil,
 	}
 	for t, p := range own {

@@ -19,7 +19,6 @@ import (
 	"github.com/cairn-agents/cairn/projections"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/jsexec"
-	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -115,16 +114,9 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	models := map[string]model.Model{}
-	for slug, a := range dep.agents {
-		m, err := newModel(modelSpec(o.model, a.spec.Model), dep.dir, a.retry)
-		if err != nil {
-			return nil, &fileError{File: a.file, Field: "model", Reason: err.Error()}
-		}
-		if o.metrics != nil {
-			m = o.metrics.model(slug, m)
-		}
-		models[slug] = m
+	models, err := dep.models(o)
+	if err != nil {
+		return nil, err
 	}
 	nc, closeNATS, health, err := connectWatched(o)
 	if err != nil {
@@ -172,7 +164,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	red := redactor(o.logger)
 	cfg := actors.Config{
 		Conn: nc, Agents: dep.list(),
-		Model:        func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
+		Model:        models.build,
 		Capabilities: caps, BackendFor: route, Executors: executors,
 		Redactor: red, Sink: o.sink, Logger: o.logger,
 	}

@@ -288,8 +288,50 @@ type Compaction struct {
 }
 
 // Run is the payload of cairn.run.created, the first event of a run: what
-// it is and who started it.
+// it is and who started it. A record that names its definition version
+// (Definition) is written at schema version 4 (events.DefinitionVersion);
+// one that names none at version 1, as RunV1.
 type Run struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+	// Agent is the definition slug.
+	Agent string `json:"agent"`
+	// Message is the user message (a child's input JSON, or a prompt).
+	Message string `json:"message"`
+	// RootRunID is the run whose budget this run draws on (itself for a root).
+	RootRunID string `json:"root_run_id"`
+	// Parent fields are empty for a root run.
+	ParentRunID     string `json:"parent_run_id,omitempty"`
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	ParentCallID    string `json:"parent_call_id,omitempty"`
+	// Continues names the run this one continues in the same session.
+	Continues string `json:"continues,omitempty"`
+	// Owner is who started the root run (an API principal); children
+	// inherit it. Every API request is authorized against it.
+	Owner string `json:"owner,omitempty"`
+	// ForkedFrom and ForkedAt name the run and revision a fork was made
+	// from (projections/replay.Fork): the fork's session starts with a
+	// copy of that run's commits up to ForkedAt.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	ForkedAt   int64  `json:"forked_at,omitempty"`
+	// Budget is a root run's budget as the node fixed it at creation:
+	// the ledger's entry for the run is created from it by the run's first
+	// reservation, and its deadline counts from the creation. Empty for
+	// children (they draw on their root's) and for runs written outside a
+	// node (a fork: adopting one opens its ledger entry).
+	Budget *RunBudget `json:"budget,omitempty"`
+	// Definition is the content address of the definition version the
+	// run was admitted under (actors/definition): every member resumes
+	// it under that version, whatever agent files it has. A child names
+	// its parent's version (which holds the child's agent). Empty in
+	// records written before runs were pinned, and in forks onto another
+	// definition: those run under the agent's current definition.
+	Definition string `json:"definition,omitempty"`
+}
+
+// RunV1 is the payload of cairn.run.created in schema versions 1 to 3, and
+// in version 4 a record that names no definition version.
+type RunV1 struct {
 	RunID     string `json:"run_id"`
 	SessionID string `json:"session_id"`
 	// Agent is the definition slug.

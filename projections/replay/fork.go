@@ -60,6 +60,13 @@ func Fork(ctx context.Context, store *cjs.Store, h *History, o ForkOptions) (eve
 	if o.Agent != "" {
 		rec.Agent = o.Agent
 	}
+	if o.ContractHash == "" && o.Agent == "" {
+		// The same contract: the fork resumes under the original's
+		// pinned definition, as the original would. Onto another
+		// definition, the record names none and the agent's current one
+		// applies.
+		rec.Definition = h.Run.Definition
+	}
 	if rec.Message == "" && len(h.Commits) > 0 && len(h.Commits[0].Checkpoint.Append) > 0 {
 		rec.Message = h.Commits[0].Checkpoint.Append[0].Text()
 	}

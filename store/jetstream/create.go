@@ -42,7 +42,7 @@ func (s *Store) CreateRunSeq(ctx context.Context, r events.Run, expectSeq uint64
 	if r.RunID == "" {
 		return nil, 0, fmt.Errorf("jetstream: create run of session %s: empty run ID", r.SessionID)
 	}
-	ev, err := events.New(events.RunCreated, r.SessionID, r.RunID, 0, 0, at, r)
+	ev, r, err := events.NewRun(r, at, s.WriteVersion())
 	if err != nil {
 		return nil, 0, fmt.Errorf("jetstream: create run %s: %w", r.RunID, err)
 	}

@@ -72,7 +72,7 @@ func (ns nodeSetup) start(ctx context.Context, nc *nats.Conn) (*actors.Node, err
 	}
 	return actors.Start(ctx, actors.Config{
 		Conn: nc, Store: ns.store, Agents: agents,
-		Model:   func(def runtime.AgentDefinition) (model.Model, error) { return models[def.Slug], nil },
+		Model:   func(a actors.Agent) (model.Model, error) { return models[a.Definition.Slug], nil },
 		Backend: &runtimetest.Backend{}, Executors: factory, Redactor: runtime.Secrets{},
 		Sink: ns.sink, IdleTimeout: idle,
 	})
@@ -537,7 +537,7 @@ func b5(ctx context.Context, cfg config, parkedRuns int) (row, error) {
 		Conn: nc, Store: jetstream.Config{GroupCommit: cfg.gc},
 		Agents: []actors.Agent{{Definition: runtime.AgentDefinition{Slug: "chain", Instructions: "Chain.", InputSchema: json.RawMessage(chainSchema),
 			OutputSchema: json.RawMessage(outSchema), Subagents: []string{"chain"}}, Limits: limits, Budget: runtime.Budget{Steps: 1000, Timeout: 24 * time.Hour}}},
-		Model: func(runtime.AgentDefinition) (model.Model, error) {
+		Model: func(actors.Agent) (model.Model, error) {
 			return chainModel{calls: &calls, leaves: &leaves, never: never}, nil
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},

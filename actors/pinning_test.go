@@ -1,0 +1,222 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/runtimetest"
+	cjs "github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
+)
+
+// deployOf is one deploy of the planner and its worker: each agent's
+// instructions carry the deploy's tag, so every model request says which
+// definition it was made under.
+func deployOf(tag string) []actors.Agent {
+	limits := runtime.ModelLimits{ContextTokens: 100000, OutputTokens: 1000}
+	return []actors.Agent{
+		{Definition: runtime.AgentDefinition{Slug: "planner", Instructions: "Plan, " + tag + ".", OutputSchema: json.RawMessage(outSchema), Subagents: []string{"worker"}},
+			Limits: limits, Budget: runtime.Budget{Steps: 50}},
+		{Definition: runtime.AgentDefinition{Slug: "worker", Instructions: "Work, " + tag + ".", InputSchema: json.RawMessage(childSchema), OutputSchema: json.RawMessage(outSchema)},
+			Limits: limits},
+	}
+}
+
+// seen records every model request: the run's first message (a root's
+// task, a child's input) and the system prompt it was sent with.
+type seen struct {
+	mu   sync.Mutex
+	reqs []seenRequest
+}
+
+type seenRequest struct{ slug, first, system string }
+
+func (s *seen) add(slug string, req model.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, seenRequest{slug: slug, first: req.Messages[0].Text(), system: req.System})
+}
+
+func (s *seen) all() []seenRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seenRequest(nil), s.reqs...)
+}
+
+// deployModel is an agent's model on one deploy: it records each request,
+// holds (until its context ends) the requests whose run hold names, and
+// otherwise answers as next does.
+type deployModel struct {
+	slug    string
+	seen    *seen
+	hold    func(first string) bool
+	entered chan string
+	next    model.Model
+}
+
+func (m deployModel) Generate(ctx context.Context, req model.Request) (*model.Response, error) {
+	m.seen.add(m.slug, req)
+	first := req.Messages[0].Text()
+	if m.hold != nil && m.hold(first) {
+		m.entered <- m.slug + " " + first
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return m.next.Generate(ctx, req)
+}
+
+func spawnWaitComplete() *model.Scripted {
+	return &model.Scripted{NoRecord: true, Steps: []model.Response{
+		model.Reply(model.Call("a", "spawn_worker", `{"n":1}`)),
+		model.Reply(model.Call("w", "wait_calls", `{"ids":["a"]}`)),
+		model.Reply(model.Call("done", "complete", `{"type":"output","output":{"answer":"done"}}`)),
+	}}
+}
+
+func startDeploy(t *testing.T, nc *nats.Conn, tag string, planner, worker deployModel) *actors.Node {
+	t.Helper()
+	n, err := actors.Start(context.Background(), actors.Config{
+		Conn: nc, Agents: deployOf(tag),
+		Model: func(a actors.Agent) (model.Model, error) {
+			if a.Definition.Slug == "planner" {
+				return planner, nil
+			}
+			return worker, nil
+		},
+		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
+		IdleTimeout: 2 * time.Second, Logger: testLogger(t), Store: cjs.Config{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A deploy that edits an agent's instructions does not fail the runs in
+// flight: a run waiting at its model, and one parked on a child waiting at
+// its own, resume after the restart under the definitions they were
+// admitted under (their checkpoints' contract hash matches, C9), children
+// spawned after the deploy included; a run started after it takes the new
+// ones. Before runs were pinned, each resumed run failed with
+// "checkpoint contract mismatch".
+func TestRunsKeepTheirDefinitionAcrossADeploy(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	before, after := &seen{}, &seen{}
+	entered := make(chan string, 8)
+	holdRoots := func(first string) bool { return first != "park" }
+	n1 := startDeploy(t, nc, "v1",
+		deployModel{slug: "planner", seen: before, hold: holdRoots, entered: entered, next: spawnWaitComplete()},
+		deployModel{slug: "worker", seen: before, hold: func(string) bool { return true }, entered: entered})
+	type started struct{ sess, run string }
+	runs := map[string]started{}
+	for _, msg := range []string{"wait one", "wait two", "park"} {
+		sess, run, err := n1.Run(context.Background(), "planner", msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[msg] = started{sess, run}
+	}
+	// Two roots wait at their model; the third spawned its worker and
+	// parked, the worker waiting at its model.
+	want := map[string]bool{"planner wait one": true, "planner wait two": true, `worker {"n":1}`: true}
+	for len(want) > 0 {
+		select {
+		case e := <-entered:
+			delete(want, e)
+		case <-time.After(time.Minute):
+			t.Fatalf("still not at their model: %v", want)
+		}
+	}
+	cut, cancel := context.WithCancel(context.Background())
+	cancel() // the deploy's stop: the model requests in flight are cut
+	_ = n1.Close(cut)
+
+	n2 := startDeploy(t, nc, "v2",
+		deployModel{slug: "planner", seen: after, next: spawnWaitComplete()},
+		deployModel{slug: "worker", seen: after, next: childModel{}})
+	defer closeNode(t, n2)
+	for msg, r := range runs {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		st, _, err := n2.Result(ctx, r.sess, r.run)
+		cancel()
+		if st != runtime.StatusCompleted {
+			t.Fatalf("run %q after the deploy: %s, %v; want completed under its first definition", msg, st, err)
+		}
+	}
+	sess, run, err := n2.Run(context.Background(), "planner", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n2, sess, run)
+
+	// Every request of the runs admitted before the deploy, children
+	// included, was made under v1's instructions; the new run's, and its
+	// child's, under v2's. A worker's input does not name its root (each
+	// root's child has n 1): the new root has one child, the old ones
+	// three.
+	var newRoot, oldRoot, newChild, oldChild int
+	for _, r := range after.all() {
+		switch {
+		case r.slug == "planner" && r.first == "new":
+			newRoot++
+			if r.system != "Plan, v2." && !strings.HasPrefix(r.system, "Plan, v2.") {
+				t.Errorf("the new run's request sent with system %q; want v2's instructions", r.system)
+			}
+		case r.slug == "planner":
+			oldRoot++
+			if !strings.HasPrefix(r.system, "Plan, v1.") {
+				t.Errorf("run %q's request after the deploy sent with system %q; want v1's instructions, as admitted", r.first, r.system)
+			}
+		case strings.HasPrefix(r.system, "Work, v2."):
+			newChild++
+		case strings.HasPrefix(r.system, "Work, v1."):
+			oldChild++
+		default:
+			t.Errorf("a worker's request sent with system %q", r.system)
+		}
+	}
+	if newRoot == 0 || oldRoot == 0 || newChild == 0 || oldChild < 3 {
+		t.Errorf("requests after the deploy: roots %d new, %d old; workers %d under v2, %d under v1; want some of each, and a v1 request from each of 3 old workers",
+			newRoot, oldRoot, newChild, oldChild)
+	}
+
+	// The log names each run's version: the old runs and their children
+	// one, the new run another.
+	s, err := cjs.New(context.Background(), nc, cjs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defOf := func(sess, run string) string {
+		t.Helper()
+		rec, err := s.ReadRun(context.Background(), sess, run)
+		if err != nil || rec == nil {
+			t.Fatalf("record of %s: %v, %v", run, rec, err)
+		}
+		return rec.Definition
+	}
+	old := defOf(runs["park"].sess, runs["park"].run)
+	if old == "" {
+		t.Fatal("the run's record names no definition version")
+	}
+	for msg, r := range runs {
+		if got := defOf(r.sess, r.run); got != old {
+			t.Errorf("run %q: version %s, want %s (admitted under the same deploy)", msg, got, old)
+		}
+		cs, cr := actors.ChildIDs(r.run, "a")
+		if got := defOf(cs, cr); got != old {
+			t.Errorf("the child of %q: version %s, want its parent's %s", msg, got, old)
+		}
+	}
+	if got := defOf(sess, run); got == old || got == "" {
+		t.Errorf("the run started after the deploy: version %q, want the new deploy's, not %s", got, old)
+	}
+}

@@ -1,0 +1,207 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cairn-agents/cairn/actors/definition"
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
+)
+
+// definitionsBucket holds every definition version a run was admitted
+// under, by content address (actors/definition): written once per version
+// by the first member that deploys it, read by any member that resumes a
+// run of it. Replicated as the log is.
+const definitionsBucket = "cairn_definitions"
+
+// ErrUnknownVersion: a run's record names a definition version that is in
+// no member's storage (a record written by hand, or a bucket restored
+// without it).
+var ErrUnknownVersion = errors.New("actors: unknown definition version")
+
+// versions are the definitions this node runs runs under: the current
+// deployment's, one version per deployed agent, and every version a run
+// this node resumed was pinned to, loaded on first need. Versions never
+// change (they are content addressed), so what is loaded stays.
+type versions struct {
+	w    *kvBucket
+	keys *events.Keyring
+	// build makes an agent's model (Config.Model).
+	build func(Agent) (model.Model, error)
+	// current is the deployment's version of each agent, by slug.
+	current map[string]string
+
+	mu   sync.Mutex
+	byID map[string]definition.Version
+	// models are the models built, by the digest of their agent: every
+	// version that holds an agent unchanged shares its model.
+	models map[string]model.Model
+}
+
+// newVersions pins every deployed agent and builds its model: a model
+// that cannot be built fails the start, as before pinning.
+func newVersions(agents map[string]*Agent, catalog map[string]runtime.Capability, build func(Agent) (model.Model, error)) (*versions, error) {
+	v := &versions{build: build, current: map[string]string{}, byID: map[string]definition.Version{}, models: map[string]model.Model{}}
+	all := make(map[string]Agent, len(agents))
+	for slug, a := range agents {
+		all[slug] = *a
+	}
+	for slug := range agents {
+		ver, err := definition.Pin(slug, all, catalog)
+		if err != nil {
+			return nil, fmt.Errorf("actors: agent %q: %w", slug, err)
+		}
+		id, err := definition.ID(ver)
+		if err != nil {
+			return nil, err
+		}
+		v.current[slug] = id
+		v.byID[id] = ver
+		if _, err := v.model(ver, slug); err != nil {
+			return nil, fmt.Errorf("actors: agent %q: model: %w", slug, err)
+		}
+	}
+	return v, nil
+}
+
+// publish stores the current versions, each once: a version another
+// member (or an earlier start) stored already is left as it is.
+func (v *versions) publish(ctx context.Context) error {
+	for slug, id := range v.current {
+		b, err := definition.Encode(v.byID[id])
+		if err != nil {
+			return err
+		}
+		if _, found, err := v.read(ctx, id); err != nil {
+			return fmt.Errorf("actors: definition of %q: %w", slug, err)
+		} else if found {
+			continue
+		}
+		_, err = v.w.create(ctx, id, v.keys.Seal(b))
+		if err != nil && !errors.Is(err, runtime.ErrConflict) { // a conflict: another member stored it first
+			return fmt.Errorf("actors: store the definition of %q: %w", slug, err)
+		}
+	}
+	return nil
+}
+
+// read loads version id from the bucket (found false when it has none).
+func (v *versions) read(ctx context.Context, id string) (definition.Version, bool, error) {
+	raw, _, found, err := v.w.get(ctx, id)
+	if err != nil || !found {
+		return definition.Version{}, false, err
+	}
+	b, err := v.keys.Open(raw)
+	if err != nil {
+		return definition.Version{}, false, fmt.Errorf("definition version %s: %w", definition.Short(id), err)
+	}
+	ver, err := definition.Decode(id, b)
+	if err != nil {
+		return definition.Version{}, false, err
+	}
+	return ver, true, nil
+}
+
+// get is version id, from memory or the bucket. A version in neither is
+// ErrUnknownVersion.
+func (v *versions) get(ctx context.Context, id string) (definition.Version, error) {
+	v.mu.Lock()
+	ver, ok := v.byID[id]
+	v.mu.Unlock()
+	if ok {
+		return ver, nil
+	}
+	if err := definition.ValidID(id); err != nil {
+		return definition.Version{}, fmt.Errorf("%w: %v", ErrUnknownVersion, err)
+	}
+	ver, found, err := v.read(ctx, id)
+	if err != nil {
+		return definition.Version{}, err
+	}
+	if !found {
+		return definition.Version{}, fmt.Errorf("%w: %s is in no member's storage", ErrUnknownVersion, definition.Short(id))
+	}
+	v.mu.Lock()
+	v.byID[id] = ver
+	v.mu.Unlock()
+	return ver, nil
+}
+
+// of is the version a run is pinned to: the one its record names, or,
+// for a record written before runs were pinned (or outside a node: a
+// fork onto another definition), the current one of its agent. ok is
+// false when neither exists (an agent not deployed here).
+func (v *versions) of(rec *events.Run) (id string, ok bool) {
+	if rec.Definition != "" {
+		return rec.Definition, true
+	}
+	id, ok = v.current[rec.Agent]
+	return id, ok
+}
+
+// model is the model of agent slug of ver, built once per agent digest.
+func (v *versions) model(ver definition.Version, slug string) (model.Model, error) {
+	digest := ver.Digest(slug)
+	v.mu.Lock()
+	m, ok := v.models[digest]
+	v.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	a, ok := ver.Agents[slug]
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %q is not in version %s", definition.ErrIncomplete, slug, definition.Short(digest))
+	}
+	m, err := v.build(a)
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	if old, ok := v.models[digest]; ok {
+		m = old // built twice at once: keep one
+	} else {
+		v.models[digest] = m
+	}
+	v.mu.Unlock()
+	return m, nil
+}
+
+// pinned is what an attempt of a run is given from its version.
+type pinned struct {
+	id    string
+	agent Agent
+	subs  []runtime.AgentDefinition
+	caps  []runtime.Capability
+	model model.Model
+}
+
+// resolve is rec's pinned definition. A run of an agent this node does
+// not deploy and whose record names no version is errPermanent, as is a
+// version that does not hold the run's agent; a version in no storage is
+// ErrUnknownVersion (errPermanent too: no member can run it).
+func (v *versions) resolve(ctx context.Context, rec *events.Run) (pinned, error) {
+	id, ok := v.of(rec)
+	if !ok {
+		return pinned{}, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
+	}
+	ver, err := v.get(ctx, id)
+	if errors.Is(err, ErrUnknownVersion) {
+		return pinned{}, fmt.Errorf("%w: run %s: %w", errPermanent, rec.RunID, err)
+	}
+	if err != nil {
+		return pinned{}, err
+	}
+	a, subs, caps, err := ver.Run(rec.Agent)
+	if err != nil {
+		return pinned{}, fmt.Errorf("%w: run %s, version %s: %w", errPermanent, rec.RunID, definition.Short(id), err)
+	}
+	m, err := v.model(ver, rec.Agent)
+	if err != nil {
+		return pinned{}, fmt.Errorf("actors: run %s: the model of version %s: %w", rec.RunID, definition.Short(id), err)
+	}
+	return pinned{id: id, agent: a, subs: subs, caps: caps, model: m}, nil
+}
