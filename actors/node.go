@@ -214,7 +214,7 @@ type Node struct {
 	// versions are the definitions runs are pinned to (versions.go).
 	versions *versions
 	caps     map[string]runtime.Capability
-	logger    *slog.Logger
+	logger   *slog.Logger
 
 	// consume delivers completions (completions.go); ready probes the
 	// node's readiness (ready.go).
