@@ -139,19 +139,22 @@ func (n *Node) StartRun(ctx context.Context, req StartRequest) (Started, error) 
 			return Started{}, err
 		}
 		s.SessionID, s.RunID = KeyedIDs(req.Owner, req.IdempotencyKey)
+		// A key whose run's session was purged: its record is gone (but
+		// may still be in this node's cache of records, which a purge,
+		// made by any member, does not clear), and a creation fenced at 0
+		// would meet the marker. The marker is read first, from the log,
+		// so that every member answers the same.
+		if m, err := n.runlog.last(ctx, events.SessionPurgedSubject(s.SessionID)); err != nil {
+			return Started{}, fmt.Errorf("actors: start with idempotency key %q: %w", req.IdempotencyKey, err)
+		} else if m != nil {
+			return Started{}, fmt.Errorf("%w: the run of idempotency key %q was purged, its retention having run out; use another key", ErrPurged, req.IdempotencyKey)
+		}
 		existing, err := n.runlog.readRun(ctx, s.SessionID, s.RunID)
 		if err != nil {
 			return Started{}, fmt.Errorf("actors: start with idempotency key %q: %w", req.IdempotencyKey, err)
 		}
 		if existing != nil {
 			return n.existing(ctx, req, existing, false)
-		}
-		// A key whose run's session was purged: its record is gone, and
-		// a creation fenced at 0 would meet the marker.
-		if m, err := n.runlog.last(ctx, events.SessionPurgedSubject(s.SessionID)); err != nil {
-			return Started{}, fmt.Errorf("actors: start with idempotency key %q: %w", req.IdempotencyKey, err)
-		} else if m != nil {
-			return Started{}, fmt.Errorf("%w: the run of idempotency key %q was purged, its retention having run out; use another key", ErrPurged, req.IdempotencyKey)
 		}
 	} else {
 		s.SessionID, s.RunID = newID("s"), newID("r")

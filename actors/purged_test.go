@@ -73,6 +73,12 @@ func TestPurgedRunReadsPurged(t *testing.T) {
 	if _, err := n.Continue(ctx, sess, "and then?"); !errors.Is(err, actors.ErrPurged) {
 		t.Fatalf("Continue = %v, want ErrPurged", err)
 	}
+	// The purged run's idempotency key, on the node that created the run
+	// (and cached its record): purged, as on every other node. Before, it
+	// answered the run from its cache, as an existing run.
+	if s, err := n.StartRun(ctx, actors.StartRequest{Owner: "alice", Agent: "planner", Message: "Do three things.", IdempotencyKey: "k-1"}); !errors.Is(err, actors.ErrPurged) {
+		t.Fatalf("StartRun with the purged run's key on the node that created it = %+v, %v; want ErrPurged", s, err)
+	}
 
 	// A child's session purged while its parent's is kept: the parent
 	// still lists it (its record is gone), and it reads purged.
