@@ -53,16 +53,13 @@ func (c *controller) childKey(callID string) string { return c.run.RunID + "." +
 // Spawn creates the child run once per tool call (C25).
 func (c *controller) Spawn(ctx context.Context, toolCallID, slug string, input []byte) (_ runtime.AgentRunInfo, err error) {
 	defer classify(&err)
-	ver, err := c.n.versions.get(ctx, c.version)
+	version, err := c.n.versions.child(ctx, c.version, slug)
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
 	}
-	if _, ok := ver.Agents[slug]; !ok {
-		return runtime.AgentRunInfo{}, reject("agent %q is not a subagent of this run's definition", slug)
-	}
 	sess, run := ChildIDs(c.run.RunID, toolCallID)
 	rec := events.Run{RunID: run, SessionID: sess, Agent: slug, Message: string(input), RootRunID: c.run.RootRunID,
-		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Owner: c.run.Owner, Definition: c.version}
+		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Owner: c.run.Owner, Definition: version}
 	return c.start(ctx, rec, 0)
 }
 
@@ -94,12 +91,9 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 		return runtime.AgentRunInfo{}, reject("session %q is not a session of this run's children", sessionID)
 	}
 	// The new run is pinned to this run's version, as a spawn is.
-	ver, err := c.n.versions.get(ctx, c.version)
+	version, err := c.n.versions.child(ctx, c.version, latest.Agent)
 	if err != nil {
 		return runtime.AgentRunInfo{}, err
-	}
-	if _, ok := ver.Agents[latest.Agent]; !ok {
-		return runtime.AgentRunInfo{}, reject("session %q is of agent %q, which this run's definition no longer holds", sessionID, latest.Agent)
 	}
 	st, err := c.n.runlog.status(ctx, sessionID, latest.RunID)
 	if err != nil {
@@ -117,7 +111,7 @@ func (c *controller) Continue(ctx context.Context, toolCallID, sessionID, prompt
 	}
 	rec := events.Run{RunID: run, SessionID: sessionID, Agent: latest.Agent, Message: prompt, RootRunID: c.run.RootRunID,
 		ParentRunID: c.run.RunID, ParentSessionID: c.run.SessionID, ParentCallID: toolCallID, Continues: latest.RunID, Owner: c.run.Owner,
-		Definition: c.version}
+		Definition: version}
 	return c.start(ctx, rec, last.Sequence)
 }
 

@@ -189,8 +189,9 @@ func TestRunsKeepTheirDefinitionAcrossADeploy(t *testing.T) {
 			newRoot, oldRoot, newChild, oldChild)
 	}
 
-	// The log names each run's version: the old runs and their children
-	// one, the new run another.
+	// The log names each run's version, one rooted at the run's own agent:
+	// the old runs one, their children another (the worker's closure
+	// under v1), the new run and its child two more.
 	s, err := cjs.New(context.Background(), nc, cjs.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,22 +202,26 @@ func TestRunsKeepTheirDefinitionAcrossADeploy(t *testing.T) {
 		if err != nil || rec == nil {
 			t.Fatalf("record of %s: %v, %v", run, rec, err)
 		}
+		if rec.Definition == "" {
+			t.Fatalf("the record of %s names no definition version", run)
+		}
 		return rec.Definition
 	}
 	old := defOf(runs["park"].sess, runs["park"].run)
-	if old == "" {
-		t.Fatal("the run's record names no definition version")
-	}
+	cs, cr := actors.ChildIDs(runs["park"].run, "a")
+	oldWorker := defOf(cs, cr)
 	for msg, r := range runs {
 		if got := defOf(r.sess, r.run); got != old {
 			t.Errorf("run %q: version %s, want %s (admitted under the same deploy)", msg, got, old)
 		}
 		cs, cr := actors.ChildIDs(r.run, "a")
-		if got := defOf(cs, cr); got != old {
-			t.Errorf("the child of %q: version %s, want its parent's %s", msg, got, old)
+		if got := defOf(cs, cr); got != oldWorker {
+			t.Errorf("the child of %q: version %s, want %s (its parent's worker)", msg, got, oldWorker)
 		}
 	}
-	if got := defOf(sess, run); got == old || got == "" {
-		t.Errorf("the run started after the deploy: version %q, want the new deploy's, not %s", got, old)
+	ns, nr := actors.ChildIDs(run, "a")
+	seenIDs := map[string]bool{old: true, oldWorker: true, defOf(sess, run): true, defOf(ns, nr): true}
+	if len(seenIDs) != 4 {
+		t.Errorf("versions: old run %s, its child %s, new run %s, its child %s; want four", old, oldWorker, defOf(sess, run), defOf(ns, nr))
 	}
 }

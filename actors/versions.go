@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cairn-agents/cairn/actors/definition"
@@ -21,7 +23,8 @@ const definitionsBucket = "cairn_definitions"
 // ErrUnknownVersion: a run's record names a definition version that is in
 // no member's storage (a record written by hand, or a bucket restored
 // without it).
-var ErrUnknownVersion = errors.New("actors: unknown definition version")
+// It matches ErrNotFound.
+var ErrUnknownVersion = fmt.Errorf("%w: unknown definition version", ErrNotFound)
 
 // versions are the definitions this node runs runs under: the current
 // deployment's, one version per deployed agent, and every version a run
@@ -131,6 +134,43 @@ func (v *versions) get(ctx context.Context, id string) (definition.Version, erro
 	return ver, nil
 }
 
+// child is the version a child of agent slug is created under by a run
+// pinned to parent: the closure from slug as parent pinned it
+// (definition.Version.Sub), stored first if no member stored it yet (a
+// child of an earlier deploy's run whose closure no deploy since had).
+// A slug parent does not hold is a rejection the model sees.
+func (v *versions) child(ctx context.Context, parent, slug string) (string, error) {
+	ver, err := v.get(ctx, parent)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := ver.Agents[slug]; !ok {
+		return "", reject("agent %q is not a subagent of this run's definition", slug)
+	}
+	sub, err := ver.Sub(slug)
+	if err != nil {
+		return "", err
+	}
+	b, err := definition.Encode(sub)
+	if err != nil {
+		return "", err
+	}
+	id := definition.IDOf(b)
+	v.mu.Lock()
+	_, known := v.byID[id]
+	v.mu.Unlock()
+	if known {
+		return id, nil
+	}
+	if _, err := v.w.create(ctx, id, v.keys.Seal(b)); err != nil && !errors.Is(err, runtime.ErrConflict) {
+		return "", fmt.Errorf("actors: store the definition of %q: %w", slug, err)
+	}
+	v.mu.Lock()
+	v.byID[id] = sub
+	v.mu.Unlock()
+	return id, nil
+}
+
 // of is the version a run is pinned to: the one its record names, or,
 // for a record written before runs were pinned (or outside a node: a
 // fork onto another definition), the current one of its agent. ok is
@@ -204,4 +244,32 @@ func (v *versions) resolve(ctx context.Context, rec *events.Run) (pinned, error)
 		return pinned{}, fmt.Errorf("actors: run %s: the model of version %s: %w", rec.RunID, definition.Short(id), err)
 	}
 	return pinned{id: id, agent: a, subs: subs, caps: caps, model: m}, nil
+}
+
+// DeployedAgent is an agent as this node deploys it now: new runs of it
+// are admitted under Version.
+type DeployedAgent struct {
+	Slug        string `json:"slug"`
+	Description string `json:"description,omitempty"`
+	Version     string `json:"version"`
+}
+
+// Deployed lists the agents this node deploys, by slug.
+func (n *Node) Deployed() []DeployedAgent {
+	out := make([]DeployedAgent, 0, len(n.versions.current))
+	for slug, id := range n.versions.current {
+		out = append(out, DeployedAgent{Slug: slug, Description: n.agents[slug].Definition.Description, Version: id})
+	}
+	slices.SortFunc(out, func(a, b DeployedAgent) int { return strings.Compare(a.Slug, b.Slug) })
+	return out
+}
+
+// Version returns definition version id, from this node's memory or the
+// log's storage: ErrUnknownVersion when no member stored it (and for an
+// id of the wrong form).
+func (n *Node) Version(ctx context.Context, id string) (definition.Version, error) {
+	if err := definition.ValidID(id); err != nil {
+		return definition.Version{}, fmt.Errorf("%w: version: %v", ErrInvalid, err)
+	}
+	return n.versions.get(ctx, id)
 }

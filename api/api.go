@@ -138,6 +138,8 @@ func (x *Server) Register(mux *http.ServeMux, stopping context.Context) {
 	mux.HandleFunc("GET /v1/runs/{run}/transcript", x.auth(x.transcript))
 	mux.HandleFunc("POST /v1/runs/{run}/redrive", x.auth(x.redrive))
 	mux.HandleFunc("POST /v1/runs/{run}/fork", x.auth(x.fork))
+	mux.HandleFunc("GET /v1/agents", x.auth(x.agents))
+	mux.HandleFunc("GET /v1/agents/{agent}/versions/{version}", x.auth(x.agentVersionShow))
 }
 
 // source is the log the views read.
@@ -426,7 +428,7 @@ func (x *Server) show(w http.ResponseWriter, r *http.Request, principal string) 
 	if e.Status == runtime.StatusPurged {
 		// What the index keeps of it: how it ended, and when it was purged.
 		x.writeView(w, r, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
-			"status": e.Status, "ended_as": e.EndedAs, "created": e.Created, "ended": e.Updated, "purged": e.Purged})
+			"status": e.Status, "ended_as": e.EndedAs, "created": e.Created, "ended": e.Updated, "purged": e.Purged, "definition": e.Definition})
 		return
 	}
 	st, reply, errText, err := x.cfg.Node.Status(r.Context(), e.SessionID, e.RunID)
@@ -449,7 +451,7 @@ func (x *Server) show(w http.ResponseWriter, r *http.Request, principal string) 
 		status, errText = runtime.StatusParked, why
 	}
 	x.writeView(w, r, http.StatusOK, map[string]any{"run_id": e.RunID, "session_id": e.SessionID, "agent": e.Agent, "parent_run_id": e.ParentRunID,
-		"status": status, "reply": reply, "error": errText, "children": kids, "usage": usage})
+		"status": status, "reply": reply, "error": errText, "children": kids, "usage": usage, "definition": e.Definition})
 }
 
 // runReader is what a run's view reads of the node (an *actors.Node).

@@ -33,6 +33,9 @@ type RunEntry struct {
 	// purged), and EndedAs how the run had ended before.
 	Purged  time.Time          `json:"purged,omitzero"`
 	EndedAs runtime.CallStatus `json:"ended_as,omitempty"`
+	// Definition is the definition version the run was admitted under
+	// (events.Run.Definition); "" for a run of an earlier build.
+	Definition string `json:"definition,omitempty"`
 }
 
 // Runs is the run index: every run with its agent, owner, parent,
@@ -126,6 +129,7 @@ func (ix *Runs) apply(e Event) (ended *RunEntry) {
 		}
 		en := ix.entry(e)
 		en.Agent, en.Owner, en.ParentRunID, en.ParentCallID, en.RootRunID, en.Continues = r.Agent, r.Owner, r.ParentRunID, r.ParentCallID, r.RootRunID, r.Continues
+		en.Definition = r.Definition
 		en.Created, en.Updated = e.Time, e.Time
 	case events.LeaseAcquired:
 		var l events.Lease
@@ -313,6 +317,39 @@ func (ix *Runs) List(owner string, children bool) []RunEntry {
 		}
 		return out[i].RunID < out[j].RunID
 	})
+	return out
+}
+
+// VersionUse is how many runs of one agent name one definition version:
+// Active those not ended yet (running, waiting, parked), Kept those the
+// log still holds (every one not purged).
+type VersionUse struct {
+	Active int `json:"active"`
+	Kept   int `json:"kept"`
+}
+
+// Versions counts the runs of owner ("" for all) by agent and definition
+// version; runs that name no version (an earlier build's) count under "".
+func (ix *Runs) Versions(owner string) map[string]map[string]VersionUse {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := map[string]map[string]VersionUse{}
+	for _, e := range ix.runs {
+		if e.Status == runtime.StatusPurged || owner != "" && e.Owner != owner || e.Agent == "" {
+			continue
+		}
+		byVersion := out[e.Agent]
+		if byVersion == nil {
+			byVersion = map[string]VersionUse{}
+			out[e.Agent] = byVersion
+		}
+		u := byVersion[e.Definition]
+		u.Kept++
+		if e.Status.Active() {
+			u.Active++
+		}
+		byVersion[e.Definition] = u
+	}
 	return out
 }
 

@@ -98,6 +98,18 @@ func Pin(root string, agents map[string]Agent, catalog map[string]runtime.Capabi
 	return v, nil
 }
 
+// Sub is the version of agent slug of v's closure: the closure from slug,
+// as v pinned it. A child is created under its parent's version's Sub, so
+// that every run names a version rooted at its own agent, equal to that
+// agent's current one when nothing it may reach has changed since. It
+// fails with ErrIncomplete when v does not hold slug.
+func (v Version) Sub(slug string) (Version, error) {
+	if slug == v.Root {
+		return v, nil
+	}
+	return Pin(slug, v.Agents, v.Capabilities)
+}
+
 // Encode is v's canonical form: JSON with map keys sorted and embedded
 // JSON (schemas, options) compacted, so that equal versions encode to equal
 // bytes.

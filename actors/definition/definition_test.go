@@ -178,3 +178,27 @@ func TestRunGivesTheAgentsPiecesInItsOrder(t *testing.T) {
 		t.Error("digests of two agents are empty or equal")
 	}
 }
+
+func TestSubIsTheChildsOwnVersion(t *testing.T) {
+	v, _ := definition.Pin("researcher", deployment("Research."), catalog)
+	sub, err := v.Sub("summarizer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := definition.Pin("summarizer", deployment("Research."), catalog)
+	if id(t, sub) != id(t, own) {
+		t.Error("a child's version in its parent's closure differs from the child's own, with nothing changed")
+	}
+	// The root's prompt edited: the child's version stays.
+	if edited, _ := definition.Pin("summarizer", deployment("Research harder."), catalog); id(t, edited) != id(t, sub) {
+		t.Error("an edit the child cannot reach changed the child's version")
+	}
+	// Through the cycle, the checker's closure holds the researcher.
+	c, err := v.Sub("checker")
+	if err != nil || len(c.Agents) != 3 {
+		t.Errorf("Sub(checker) = %d agents, %v", len(c.Agents), err)
+	}
+	if _, err := v.Sub("other"); !errors.Is(err, definition.ErrIncomplete) {
+		t.Errorf("Sub of an agent outside the closure: %v", err)
+	}
+}

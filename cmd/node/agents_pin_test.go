@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cairn-agents/cairn/actors/definition"
 )
 
 // deployProvider speaks OpenAI's Chat Completions. It records the system
@@ -21,6 +23,7 @@ type deployProvider struct {
 	mu      sync.Mutex
 	hold    bool
 	held    chan string
+	release chan struct{}
 	systems map[string][]string
 }
 
@@ -40,8 +43,11 @@ func (p *deployProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	if hold {
 		p.held <- task
-		<-r.Context().Done()
-		return
+		select {
+		case <-r.Context().Done():
+			return
+		case <-p.release:
+		}
 	}
 	writeChatCall(w, "call-done", "", "complete", `{"type":"output","output":{"answer":"done"}}`, 10, 5)
 }
@@ -59,7 +65,7 @@ func (p *deployProvider) seen(task string) []string {
 // under; a run started after the deploy gets the new ones. Before, all
 // three failed: "checkpoint contract mismatch".
 func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
-	p := &deployProvider{hold: true, held: make(chan string, 8), systems: map[string][]string{}}
+	p := &deployProvider{hold: true, held: make(chan string, 8), release: make(chan struct{}), systems: map[string][]string{}}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	t.Setenv("OPENAI_API_KEY", "sk-test-deploy-key")
@@ -99,12 +105,63 @@ func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
 	}
 
 	write("You write, version two.")
+	base, _ = startServe(t, o)
+	// The runs ask their model again, under their first version; the
+	// agents' list shows them in flight on it, the new version current.
+	for range runs {
+		select {
+		case <-p.held:
+		case <-time.After(time.Minute):
+			t.Fatal("the runs' model requests after the deploy never arrived")
+		}
+	}
+	var old string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, got := call(t, "GET", base+"/v1/agents", "alice-token", "")
+		vs := agentVersions(got, "writer")
+		if code == 200 && len(vs) == 2 && vs[0]["current"] == true && vs[1]["current"] == false && vs[1]["active"] == float64(3) {
+			old = vs[1]["version"].(string)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/agents: %d %v; want writer's new version current, the old one with 3 runs in flight", code, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var stdout, stderr strings.Builder
+	if code := dispatch([]string{"agents", "ls", "--api", base, "--token", "alice-token"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("agents ls: exit %d: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "current") || !strings.HasSuffix(strings.Join(strings.Fields(lines[2]), " "), definition.Short(old)+" older 3 3") {
+		t.Errorf("agents ls:\n%s\nwant the current version, then the older one with 3 runs in flight", stdout.String())
+	}
+	for task, run := range runs {
+		if code, got := call(t, "GET", base+"/v1/runs/"+run, "alice-token", ""); code != 200 || got["definition"] != old {
+			t.Errorf("run of %q: %d, definition %v; want %s", task, code, got["definition"], old)
+		}
+	}
+	code, shown := call(t, "GET", base+"/v1/agents/writer/versions/"+old, "alice-token", "")
+	changed, _ := shown["changes"].([]any)
+	if code != 200 || len(changed) != 1 || changed[0].(map[string]any)["field"] != "instructions" ||
+		changed[0].(map[string]any)["version"] != "You write, version one." || changed[0].(map[string]any)["current"] != "You write, version two." {
+		t.Errorf("the old version against the current one: %d %v; want the instructions alone changed", code, shown)
+	}
+	for _, bad := range []struct {
+		path string
+		code int
+	}{{"/v1/agents/writer/versions/nothex", 400}, {"/v1/agents/writer/versions/" + strings.Repeat("0", 64), 404}, {"/v1/agents/nobody/versions/" + old, 404}} {
+		if code, got := call(t, "GET", base+bad.path, "alice-token", ""); code != bad.code {
+			t.Errorf("GET %s: %d %v; want %d", bad.path, code, got, bad.code)
+		}
+	}
 	p.mu.Lock()
 	p.hold = false
 	p.mu.Unlock()
-	base, _ = startServe(t, o)
+	close(p.release)
 	for task, run := range runs {
-		deadline := time.Now().Add(time.Minute)
+		deadline = time.Now().Add(time.Minute)
 		for {
 			code, got := call(t, "GET", base+"/v1/runs/"+run, "alice-token", "")
 			if code == 200 && got["status"] == "completed" {
@@ -117,7 +174,7 @@ func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
 		}
 		seen := p.seen(task)
 		if len(seen) < 2 {
-			t.Fatalf("run of %q: %d model requests, want one before the deploy and one after", task, len(seen))
+			t.Fatalf("run of %q: %d model requests, want one before the deploy and some after", task, len(seen))
 		}
 		for i, s := range seen {
 			if !strings.Contains(s, "version one") {
@@ -133,4 +190,23 @@ func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
 	if seen := p.seen("after the deploy"); len(seen) != 1 || !strings.Contains(seen[0], "version two") {
 		t.Errorf("the run started after the deploy: systems %q; want the new instructions", seen)
 	}
+}
+
+// agentVersions is the versions GET /v1/agents lists for slug.
+func agentVersions(got map[string]any, slug string) []map[string]any {
+	agents, _ := got["agents"].([]any)
+	for _, a := range agents {
+		a, _ := a.(map[string]any)
+		if a["slug"] != slug {
+			continue
+		}
+		var out []map[string]any
+		vs, _ := a["versions"].([]any)
+		for _, v := range vs {
+			m, _ := v.(map[string]any)
+			out = append(out, m)
+		}
+		return out
+	}
+	return nil
 }

@@ -31,6 +31,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stderr)
 	case "runs":
 		return runsCmd(args[1:], stdout, stderr)
+	case "agents":
+		return agentsCmd(args[1:], stdout, stderr)
 	case "replay":
 		return replayCmd(args[1:], stdout, stderr)
 	case "mcp":
@@ -61,6 +63,9 @@ commands:
                                   run as "node run" does, from its log (--json: the raw events)
   runs start AGENT MESSAGE        start a run on a serving node; retried with an idempotency
                                   key (--key, default random) on refused connections and 5xx
+  agents ls                       a serving node's agents: each one's current definition version
+                                  and the older ones its runs still use, with counts
+  agents show AGENT VERSION       an agent as that version pinned it, and what differs now
   replay [flags] RUN              a run from the log: timeline at --at REV (N, last, last-K),
                                   --json state, --redrive, --fork, --diff REV, --diff-run RUN2
   mcp [flags]                     the node as an MCP server on stdin/stdout (tools: start_run,

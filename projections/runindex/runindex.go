@@ -60,6 +60,12 @@ func (ix *Index) List(owner string, children bool) []Entry { return ix.ix.List(o
 // Query returns a page of the runs q selects (projections.Runs.Query).
 func (ix *Index) Query(q projections.RunQuery) (projections.RunPage, error) { return ix.ix.Query(q) }
 
+// Versions counts owner's runs ("" for all) by agent and definition
+// version (projections.Runs.Versions).
+func (ix *Index) Versions(owner string) map[string]map[string]projections.VersionUse {
+	return ix.ix.Versions(owner)
+}
+
 // Counts returns the number of runs by status.
 func (ix *Index) Counts() map[runtime.CallStatus]int { return ix.ix.Counts() }
 
