@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,9 @@ type ServerConfig struct {
 	// set.
 	Host string
 	// Port to listen on; 0 picks a free port, -1 does not listen at all
-	// (in-process connections only).
+	// (in-process connections only), except with Cluster: there -1
+	// listens on 127.0.0.1 on a free port, whatever Host says (routes
+	// start only once a client listener is open).
 	Port int
 	// NoSync turns off SyncAlways. With SyncAlways (the default) the server
 	// fsyncs every write before acknowledging it, so an acknowledged commit
@@ -85,6 +88,7 @@ type Server struct {
 	srv   *server.Server
 	creds *Credentials
 	lock  *dirLock
+	log   *fatalLog
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until
@@ -107,7 +111,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	s, err := startServer(cfg)
 	if err != nil {
-		_ = lock.release()
+		if !errors.Is(err, errStillStopping) {
+			_ = lock.release()
+		}
 		return nil, err
 	}
 	s.lock = lock
@@ -165,10 +171,24 @@ func startServer(cfg ServerConfig) (*Server, error) {
 		}
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, tc, tlsTimeout
 	}
-	switch cfg.Port {
-	case 0:
+	implicit := cfg.Port == -1 && cfg.Cluster != nil
+	switch {
+	case implicit:
+		// A server with a cluster listens for clients even when asked
+		// not to: nats-server (2.15.3, Server.Start) opens its route
+		// listener and dials its routes only once the client accept
+		// loop has opened the client listener, and a server that does
+		// not listen (DontListen) runs no accept loop. Such a server
+		// never routes: it waited 30 s for its route listener, was
+		// refused as not ready, and its Shutdown then waited forever
+		// for the routing goroutine (issue 43: the documented cluster
+		// hung without a word). The listener is on loopback, where only
+		// this machine's processes reach it, and admits no client
+		// without the server's credentials, as every listener here.
+		opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	case cfg.Port == 0:
 		opts.Port = server.RANDOM_PORT
-	case -1:
+	case cfg.Port == -1:
 		opts.DontListen = true
 	}
 	if c := cfg.Cluster; c != nil {
@@ -178,7 +198,12 @@ func startServer(cfg ServerConfig) (*Server, error) {
 			}
 			routeSecret = c.Secret
 		}
-		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port, Username: RouteUser, Password: routeSecret}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port, Username: RouteUser, Password: routeSecret,
+			// The client listener no one asked for is not told to the
+			// other servers, which would hand it to their clients as a
+			// server to reconnect to (a port on another machine's
+			// loopback).
+			NoAdvertise: implicit}
 		if t := cfg.TLS; t != nil {
 			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile, Verify: true})
 			if err != nil {
@@ -212,21 +237,48 @@ func startServer(cfg ServerConfig) (*Server, error) {
 	srv.SetLoggerV2(fatal, false, false, false)
 	srv.Start() // does not block
 	if err := fatal.err(); err != nil {
-		srv.Shutdown()
-		return nil, fmt.Errorf("jetstream: server (store %s): %w", cfg.StoreDir, err)
+		return nil, stopFailed(srv, fmt.Errorf("jetstream: server (store %s): %w", cfg.StoreDir, err))
 	}
 	if !srv.ReadyForConnections(30 * time.Second) {
-		srv.Shutdown()
 		if err := fatal.err(); err != nil {
-			return nil, fmt.Errorf("jetstream: server (store %s): %w", cfg.StoreDir, err)
+			return nil, stopFailed(srv, fmt.Errorf("jetstream: server (store %s): %w", cfg.StoreDir, err))
 		}
-		return nil, errors.New("jetstream: server: not ready for connections after 30s")
+		return nil, stopFailed(srv, errors.New("jetstream: server: not ready for connections after 30s"))
 	}
 	if !srv.JetStreamEnabled() {
-		srv.Shutdown()
-		return nil, fmt.Errorf("jetstream: server (store %s): JetStream did not start", cfg.StoreDir)
+		return nil, stopFailed(srv, fmt.Errorf("jetstream: server (store %s): JetStream did not start", cfg.StoreDir))
 	}
-	return &Server{srv: srv, creds: creds}, nil
+	return &Server{srv: srv, creds: creds, log: fatal}, nil
+}
+
+// failedStopWait bounds the shutdown of a server that failed to start.
+const failedStopWait = 10 * time.Second
+
+// errStillStopping: a server that failed to start did not stop within
+// failedStopWait.
+var errStillStopping = errors.New("jetstream: server: still stopping")
+
+// stopFailed stops a server that failed to start (for the reason err) and
+// returns err; wrapped with errStillStopping when the server did not stop
+// within failedStopWait. nats-server's Shutdown waits for every goroutine
+// the server started, and one of them may wait for something that never
+// comes (a routing goroutine waits for a client listener that never
+// opens): a failed start must not hang its caller for that. A server that
+// did not stop may still write its store, whose lock then stays held.
+func stopFailed(srv *server.Server, err error) error {
+	done := make(chan struct{})
+	go func() {
+		srv.Shutdown()
+		close(done)
+	}()
+	t := time.NewTimer(failedStopWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w (%w after %s: its store stays locked until this process exits)", err, errStillStopping, failedStopWait)
+	}
 }
 
 // redactURL is r without the password of its user information.
@@ -263,10 +315,15 @@ func writable(dir string) error {
 
 // fatalLog is the embedded server's logger: silent, but it keeps the
 // first fatal error the server reports (it does not exit on it, as the
-// server's own logger would).
+// server's own logger would), and what it reports of refused routes,
+// which it tells no one else.
 type fatalLog struct {
 	mu    sync.Mutex
 	first string
+	// duplicate: a server with this one's name routed to it.
+	duplicate bool
+	// refused is when a route was last refused for its secret.
+	refused time.Time
 }
 
 func (l *fatalLog) Fatalf(format string, v ...any) {
@@ -286,9 +343,26 @@ func (l *fatalLog) err() error {
 	return errors.New(l.first)
 }
 
+// Errorf keeps the refused routes. nats-server (2.15.3, route.go) reports
+// them only as these two lines, each prefixed with the connection: the
+// server that accepts a route from a server of its own name, and the
+// server whose route the other refused for its credentials.
+// TestClusterServerReportsRefusedRoutes holds the formats.
+func (l *fatalLog) Errorf(format string, v ...any) {
+	switch {
+	case strings.HasSuffix(format, "Remote server has a duplicate name: %q"):
+		l.mu.Lock()
+		l.duplicate = true
+		l.mu.Unlock()
+	case strings.HasSuffix(format, "Route Error %s") && strings.Contains(fmt.Sprint(v...), "Authorization Violation"):
+		l.mu.Lock()
+		l.refused = time.Now()
+		l.mu.Unlock()
+	}
+}
+
 func (*fatalLog) Noticef(string, ...any) {}
 func (*fatalLog) Warnf(string, ...any)   {}
-func (*fatalLog) Errorf(string, ...any)  {}
 func (*fatalLog) Debugf(string, ...any)  {}
 func (*fatalLog) Tracef(string, ...any)  {}
 
@@ -338,6 +412,39 @@ func (s *Server) ClusterAddr() string {
 		return "nats-route://" + a.String()
 	}
 	return ""
+}
+
+// RouteState is what a server knows of its routes.
+type RouteState struct {
+	// Peers are the names of the servers this one has a route to, sorted.
+	Peers []string
+	// Duplicate: a server of this one's name routed to it. The route was
+	// refused, and will be every time: JetStream tells servers apart by
+	// their names.
+	Duplicate bool
+	// Refused is when a route was last refused for its secret (the two
+	// servers' route secrets differ); zero when never.
+	Refused time.Time
+}
+
+// Routes reports the server's routes (nothing without a cluster).
+func (s *Server) Routes() RouteState {
+	var st RouteState
+	if rz, err := s.srv.Routez(&server.RoutezOptions{}); err == nil {
+		seen := map[string]bool{}
+		for _, r := range rz.Routes {
+			// A pool opens several routes to one server.
+			if r.RemoteName != "" && !seen[r.RemoteName] {
+				seen[r.RemoteName] = true
+				st.Peers = append(st.Peers, r.RemoteName)
+			}
+		}
+		slices.Sort(st.Peers)
+	}
+	s.log.mu.Lock()
+	st.Duplicate, st.Refused = s.log.duplicate, s.log.refused
+	s.log.mu.Unlock()
+	return st
 }
 
 // JetStreamReady reports whether JetStream is enabled and, in a cluster,
