@@ -24,6 +24,9 @@ type controller struct {
 	// version is the definition version the run is pinned to: its
 	// children are created under it (definition.Version holds them).
 	version string
+	// upgradeDue stops the attempt at its next model boundary: an upgrade
+	// to another version is pending (upgrade.go).
+	upgradeDue bool
 	// budget is the attempt's view of its root's budget entry.
 	budget *budgetView
 	// inLog, when set, is the run's budget kept in its log (the budget
@@ -35,6 +38,11 @@ var _ runtime.Controller = (*controller)(nil)
 
 // BeforeModel reserves a step of the root's budget (C24, C35).
 func (c *controller) BeforeModel(ctx context.Context) error {
+	if c.upgradeDue {
+		// Before anything is reserved: the next attempt, at this
+		// boundary, takes the new version.
+		return errUpgradeDue
+	}
 	if c.inLog != nil {
 		return c.inLog.reserve(ctx)
 	}

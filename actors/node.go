@@ -1035,11 +1035,12 @@ func (n *Node) followActive(stream jetstream.Stream) {
 // earlier builds (bucket cairn_active), put at admission and purged at
 // their end: while a member of such a build may be in the cluster, which
 // sweeps that set alone (and before the node has a member to ask), or
-// while the node is pinned to an earlier schema level (a rollback to an
-// earlier build stays possible). A node alone, and a cluster whose every
+// while the node is pinned below schema level 4 (LedgerVersion: a
+// rollback to a build before it stays possible; a build of level 4
+// derives the set from the log, so a node pinned at 4 writes none). A node alone, and a cluster whose every
 // member derives the set from the log, write nothing for it.
 func (n *Node) activeKV() bool {
-	if EarlierActiveSet || n.cfg.activeKV || n.cfg.SchemaLevel > 0 && n.cfg.SchemaLevel < events.SchemaVersion {
+	if EarlierActiveSet || n.cfg.activeKV || n.cfg.SchemaLevel > 0 && n.cfg.SchemaLevel < events.LedgerVersion {
 		return true
 	}
 	n.mu.Lock() // one lock for the member and its provider (tests swap the provider under it)
@@ -1380,6 +1381,8 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		t := n.cfg.Clock.AfterFunc(dl.Sub(n.now()), func() { cancel(errWallClockDeadline) })
 		defer func() { t.Stop(); cancel(nil) }()
 	}
+	// A run this node created has had no attempt, and no upgrade to read.
+	fresh := store != nil
 	if store == nil {
 		store = kept
 	}
@@ -1406,6 +1409,14 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 			n.ledger.reserveEarly(ctx, rec.RootRunID, budget)
 		}
 	}
+	upgradeDue := false
+	if !fresh {
+		if pin, upgradeDue, err = n.takeUpgrade(ctx, rec, store, pin); err != nil {
+			n.refundAhead(rec, budget, inlog)
+			return nil, store, err
+		}
+		a = &pin.agent
+	}
 	backend := n.cfg.Backend
 	if n.cfg.BackendFor != nil {
 		backend = n.cfg.BackendFor(*rec)
@@ -1414,7 +1425,7 @@ func (n *Node) attempt(ctx context.Context, m *member, sessionID, runID string, 
 		Definition: a.Definition, Subagents: pin.subs,
 		Model:       model.WithUsage(pin.model, recorder{l: n.ledger, root: rec.RootRunID, view: budget, inLog: inlog}),
 		ModelLimits: a.Limits, Store: store, Backend: backend, ExecutorFactory: n.cfg.Executors,
-		Controller: &controller{n: n, run: rec, version: pin.id, budget: budget, inLog: inlog}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
+		Controller: &controller{n: n, run: rec, version: pin.id, upgradeDue: upgradeDue, budget: budget, inLog: inlog}, Sink: sinkFor(n.cfg.Sink, *rec), Redactor: n.cfg.Redactor,
 		Message: rec.Message, Capabilities: pin.caps, IDs: fixedID(runID),
 		Clock: clockFunc(n.cfg.Now), Drain: n.drain,
 	}
@@ -1534,6 +1545,8 @@ func attemptOutcome(res *runtime.Result, err error) string {
 		return "parked"
 	case errors.Is(err, runtime.ErrDrained):
 		return "drained"
+	case errors.Is(err, errUpgradeDue):
+		return "upgrading"
 	case errors.Is(err, events.ErrUnknownVersion):
 		return "unreadable"
 	case errors.Is(err, runtime.ErrLeaseLost):

@@ -35,6 +35,8 @@ func outcomeOf(err error) lifecycle.Outcome {
 		return lifecycle.Waiting
 	case errors.Is(err, runtime.ErrDrained):
 		return lifecycle.Drained
+	case errors.Is(err, errUpgradeDue):
+		return lifecycle.Upgrading
 	case errors.Is(err, errEnded):
 		return lifecycle.Ended
 	case errors.Is(err, errNotCreated):

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 	"github.com/cairn-agents/cairn/runtime/runtimetest"
@@ -82,9 +84,9 @@ func spawnWaitComplete() *model.Scripted {
 	}}
 }
 
-func startDeploy(t *testing.T, nc *nats.Conn, tag string, planner, worker deployModel) *actors.Node {
+func startDeploy(t *testing.T, nc *nats.Conn, tag string, planner, worker deployModel, opts ...func(*actors.Config)) *actors.Node {
 	t.Helper()
-	n, err := actors.Start(context.Background(), actors.Config{
+	cfg := actors.Config{
 		Conn: nc, Agents: deployOf(tag),
 		Model: func(a actors.Agent) (model.Model, error) {
 			if a.Definition.Slug == "planner" {
@@ -94,7 +96,11 @@ func startDeploy(t *testing.T, nc *nats.Conn, tag string, planner, worker deploy
 		},
 		Backend: &runtimetest.Backend{}, Executors: &runtimetest.Executors{}, Redactor: runtime.Secrets{},
 		IdleTimeout: 2 * time.Second, Logger: testLogger(t), Store: cjs.Config{},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := actors.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +229,157 @@ func TestRunsKeepTheirDefinitionAcrossADeploy(t *testing.T) {
 	seenIDs := map[string]bool{old: true, oldWorker: true, defOf(sess, run): true, defOf(ns, nr): true}
 	if len(seenIDs) != 4 {
 		t.Errorf("versions: old run %s, its child %s, new run %s, its child %s; want four", old, oldWorker, defOf(sess, run), defOf(ns, nr))
+	}
+}
+
+// An operator moves runs admitted under v1 to v2 after a deploy: a run
+// waiting at its model takes v2 at once on its next attempt (its
+// checkpoint committed again under v2's contract), a run parked on a
+// child in flight finishes the wait under v1 and takes v2 at its next
+// model boundary. Its child, not upgraded, stays on v1. What cannot be
+// moved is refused with its reason and nothing written.
+func TestUpgradeMovesRunsAtTheirModelBoundary(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	entered := make(chan string, 16)
+	holdAll := func(string) bool { return true }
+	await := func(want ...string) {
+		t.Helper()
+		left := map[string]bool{}
+		for _, w := range want {
+			left[w] = true
+		}
+		for len(left) > 0 {
+			select {
+			case e := <-entered:
+				delete(left, e)
+			case <-time.After(time.Minute):
+				t.Fatalf("still not at their model: %v", left)
+			}
+		}
+	}
+	cut := func(n *actors.Node) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = n.Close(ctx)
+	}
+	// v1: one root waits at its model, another spawns its worker and
+	// parks, the worker waiting at its model.
+	n1 := startDeploy(t, nc, "v1",
+		deployModel{slug: "planner", seen: &seen{}, hold: func(first string) bool { return first != "park" }, entered: entered, next: spawnWaitComplete()},
+		deployModel{slug: "worker", seen: &seen{}, hold: holdAll, entered: entered})
+	ws, wr, err := n1.Run(context.Background(), "planner", "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, pr, err := n1.Run(context.Background(), "planner", "park")
+	if err != nil {
+		t.Fatal(err)
+	}
+	await("planner wait", `worker {"n":1}`)
+	cut(n1)
+
+	// v2 deployed: the runs resume under v1 and are held where they were.
+	n2 := startDeploy(t, nc, "v2",
+		deployModel{slug: "planner", seen: &seen{}, hold: func(first string) bool { return first != "park" }, entered: entered, next: spawnWaitComplete()},
+		deployModel{slug: "worker", seen: &seen{}, hold: holdAll, entered: entered})
+	await("planner wait", `worker {"n":1}`)
+	ctx := context.Background()
+	dry, err := n2.Upgrade(ctx, ws, wr, true)
+	if err != nil || dry.From == "" || dry.To == "" || dry.From == dry.To {
+		t.Fatalf("dry run: %+v, %v", dry, err)
+	}
+	for _, r := range []struct{ sess, run string }{{ws, wr}, {ps, pr}} {
+		if res, err := n2.Upgrade(ctx, r.sess, r.run, false); err != nil || res.From != dry.From || res.To != dry.To {
+			t.Fatalf("upgrade %s: %+v, %v; want %s -> %s", r.run, res, err, dry.From, dry.To)
+		}
+		// A second one is refused while the first is pending.
+		if _, err := n2.Upgrade(ctx, r.sess, r.run, false); !errors.Is(err, actors.ErrCannotUpgrade) || !strings.Contains(err.Error(), "pending") {
+			t.Fatalf("a second upgrade of %s: %v; want refused, one pending", r.run, err)
+		}
+	}
+	cs, cr := actors.ChildIDs(pr, "a")
+	// The worker could move too (its own definition changed), but is not
+	// moved: a dry run says so and writes nothing.
+	if res, err := n2.Upgrade(ctx, cs, cr, true); err != nil || res.From == res.To || res.Agent != "worker" {
+		t.Fatalf("a dry run of the child's upgrade: %+v, %v", res, err)
+	}
+	if _, err := n2.Upgrade(ctx, "s-none", "r-none", false); !errors.Is(err, actors.ErrNotFound) {
+		t.Fatalf("an unknown run: %v; want ErrNotFound", err)
+	}
+	cut(n2)
+
+	// v2 again, nothing held: the waiting root takes v2 at once; the
+	// parked one's worker finishes under v1, then the parent takes v2
+	// before its next model request.
+	after := &seen{}
+	var mu sync.Mutex
+	outcomes := map[string][]string{}
+	n3 := startDeploy(t, nc, "v2",
+		deployModel{slug: "planner", seen: after, next: spawnWaitComplete()},
+		deployModel{slug: "worker", seen: after, next: childModel{}},
+		func(c *actors.Config) {
+			c.OnAttempt = func(a actors.AttemptEnded) {
+				mu.Lock()
+				defer mu.Unlock()
+				outcomes[a.Run.RunID] = append(outcomes[a.Run.RunID], a.Reason+":"+a.Outcome)
+			}
+		})
+	defer closeNode(t, n3)
+	for _, r := range []struct{ sess, run string }{{ws, wr}, {ps, pr}} {
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		st, _, err := n3.Result(rctx, r.sess, r.run)
+		cancel()
+		if st != runtime.StatusCompleted {
+			t.Fatalf("run %s after its upgrade: %s, %v; want completed", r.run, st, err)
+		}
+	}
+	var rootV2, rootV1, workerV1 int
+	for _, r := range after.all() {
+		switch {
+		case r.slug == "planner" && strings.HasPrefix(r.system, "Plan, v2."):
+			rootV2++
+		case r.slug == "planner":
+			rootV1++
+		case strings.HasPrefix(r.system, "Work, v1."):
+			workerV1++
+		}
+	}
+	if rootV1 != 0 || rootV2 == 0 {
+		t.Errorf("after the upgrade the roots asked %d times under v1, %d under v2; want v2 only", rootV1, rootV2)
+	}
+	// The parked root stopped once at its model boundary, and its next
+	// attempt took the upgrade; the waiting one took it on its first.
+	mu.Lock()
+	if got := strings.Join(outcomes[pr], " "); !strings.Contains(got, ":upgrading upgraded:completed") {
+		t.Errorf("the parked root's attempts: %s; want one that stops upgrading, then one that completes", got)
+	}
+	if got := strings.Join(outcomes[wr], " "); strings.Contains(got, "upgrading") {
+		t.Errorf("the waiting root's attempts: %s; want none stopping: it took the upgrade at its start", got)
+	}
+	mu.Unlock()
+	if workerV1 == 0 {
+		t.Error("the parked root's worker, not upgraded, did not finish under v1")
+	}
+	if _, err := n3.Upgrade(ctx, ws, wr, false); !errors.Is(err, actors.ErrCannotUpgrade) || !strings.Contains(err.Error(), "ended") {
+		t.Errorf("upgrading an ended run: %v; want refused as ended", err)
+	}
+	// The log holds each upgrade, with both versions.
+	s, err := cjs.New(ctx, nc, cjs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ sess, run string }{{ws, wr}, {ps, pr}} {
+		m, err := s.Last(ctx, events.RunUpgradedSubject(r.sess, r.run))
+		if err != nil || m == nil {
+			t.Fatalf("the upgrade of %s in the log: %v, %v", r.run, m, err)
+		}
+		e, err := events.Decode(m.Data)
+		var u events.Upgrade
+		if err == nil {
+			err = e.Payload(&u)
+		}
+		if err != nil || u.From != dry.From || u.To != dry.To || e.Version != events.UpgradeVersion {
+			t.Errorf("the upgrade of %s: %+v (v%d), %v", r.run, u, e.Version, err)
+		}
 	}
 }

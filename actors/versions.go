@@ -43,12 +43,15 @@ type versions struct {
 	// models are the models built, by the digest of their agent: every
 	// version that holds an agent unchanged shares its model.
 	models map[string]model.Model
+	// contracts are contract hashes computed, by version and agent.
+	contracts map[string]string
 }
 
 // newVersions pins every deployed agent and builds its model: a model
 // that cannot be built fails the start, as before pinning.
 func newVersions(agents map[string]*Agent, catalog map[string]runtime.Capability, build func(Agent) (model.Model, error)) (*versions, error) {
-	v := &versions{build: build, current: map[string]string{}, byID: map[string]definition.Version{}, models: map[string]model.Model{}}
+	v := &versions{build: build, current: map[string]string{}, byID: map[string]definition.Version{}, models: map[string]model.Model{},
+		contracts: map[string]string{}}
 	all := make(map[string]Agent, len(agents))
 	for slug, a := range agents {
 		all[slug] = *a
@@ -228,6 +231,11 @@ func (v *versions) resolve(ctx context.Context, rec *events.Run) (pinned, error)
 	if !ok {
 		return pinned{}, fmt.Errorf("%w: agent %q is not deployed on this node", errPermanent, rec.Agent)
 	}
+	return v.resolveID(ctx, rec, id)
+}
+
+// resolveID is resolve under version id.
+func (v *versions) resolveID(ctx context.Context, rec *events.Run, id string) (pinned, error) {
 	ver, err := v.get(ctx, id)
 	if errors.Is(err, ErrUnknownVersion) {
 		return pinned{}, fmt.Errorf("%w: run %s: %w", errPermanent, rec.RunID, err)

@@ -2,11 +2,13 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/actors/definition"
 )
 
@@ -166,4 +168,77 @@ func orNull(b json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return b
+}
+
+// upgradeRequest is the body of the upgrade endpoints.
+type upgradeRequest struct {
+	// DryRun checks and lists, and writes nothing.
+	DryRun bool `json:"dry_run"`
+}
+
+// upgradeRun is POST /v1/runs/{run}/upgrade: the run moves to its agent's
+// current definition version at its next model boundary (actors.Upgrade),
+// recorded in its log with both versions. 200 with the move (with
+// dry_run, what would move); 409 cannot_upgrade naming why the run cannot
+// take the new definition (nothing written); 503 while a member of the
+// cluster would not read the record.
+func (x *Server) upgradeRun(w http.ResponseWriter, r *http.Request, principal string) {
+	e, ok := x.owned(w, r, principal)
+	if !ok || purged(w, e) {
+		return
+	}
+	var req upgradeRequest
+	if !decodeBody(w, r, &req) || !req.DryRun && !x.admitting(w, r) {
+		return
+	}
+	res, err := x.cfg.Node.Upgrade(actors.WithPrincipal(r.Context(), principal), e.SessionID, e.RunID, req.DryRun)
+	if x.nodeError(w, err) {
+		return
+	}
+	x.writeView(w, r, http.StatusOK, map[string]any{"run_id": res.RunID, "agent": res.Agent, "from": res.From, "to": res.To, "dry_run": req.DryRun})
+}
+
+// upgradeAgent is POST /v1/agents/{agent}/upgrade: every run of the
+// caller's of that agent that has not ended and runs under another
+// version than the current one is moved, or refused with its reason.
+// With dry_run it lists what would move and what would be refused, and
+// writes nothing. 200 with both lists; 404 for an agent not deployed here.
+func (x *Server) upgradeAgent(w http.ResponseWriter, r *http.Request, principal string) {
+	slug := r.PathValue("agent")
+	var req upgradeRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	current := ""
+	for _, d := range x.cfg.Node.Deployed() {
+		if d.Slug == slug {
+			current = d.Version
+		}
+	}
+	if current == "" {
+		writeError(w, http.StatusNotFound, "not_found", "agent: %q is not deployed on this node", slug)
+		return
+	}
+	if !req.DryRun && !x.admitting(w, r) {
+		return
+	}
+	moved, refused := []actors.UpgradeResult{}, []actors.UpgradeResult{}
+	ctx := actors.WithPrincipal(r.Context(), principal)
+	for _, e := range x.cfg.Index.List(principal, true) {
+		if e.Agent != slug || !e.Status.Active() || e.Definition == current {
+			continue
+		}
+		res, err := x.cfg.Node.Upgrade(ctx, e.SessionID, e.RunID, req.DryRun)
+		switch {
+		case err == nil:
+			moved = append(moved, res)
+		case errors.Is(err, actors.ErrCannotUpgrade):
+			refused = append(refused, res)
+		default:
+			if x.nodeError(w, err) {
+				return
+			}
+		}
+	}
+	x.writeView(w, r, http.StatusOK, map[string]any{"agent": slug, "to": current, "dry_run": req.DryRun, "moved": moved, "refused": refused})
 }

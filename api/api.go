@@ -140,6 +140,8 @@ func (x *Server) Register(mux *http.ServeMux, stopping context.Context) {
 	mux.HandleFunc("POST /v1/runs/{run}/fork", x.auth(x.fork))
 	mux.HandleFunc("GET /v1/agents", x.auth(x.agents))
 	mux.HandleFunc("GET /v1/agents/{agent}/versions/{version}", x.auth(x.agentVersionShow))
+	mux.HandleFunc("POST /v1/runs/{run}/upgrade", x.auth(x.upgradeRun))
+	mux.HandleFunc("POST /v1/agents/{agent}/upgrade", x.auth(x.upgradeAgent))
 }
 
 // source is the log the views read.
@@ -346,6 +348,8 @@ func (x *Server) nodeError(w http.ResponseWriter, err error) bool {
 		return false
 	case errors.Is(err, actors.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, actors.ErrCannotUpgrade):
+		writeError(w, http.StatusConflict, "cannot_upgrade", "%v", err)
 	case errors.Is(err, actors.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
 	case errors.Is(err, actors.ErrTooLarge):

@@ -21,6 +21,26 @@ const PurgeVersion = 3
 // would read the commit and count the run's budget as unspent.
 const LedgerVersion = 4
 
+// UpgradeVersion is the schema version of a RunUpgraded event: a build
+// that reads less does not know the type. A cluster upgrades runs only
+// once every member reads it (the level, operations.md Upgrades).
+const UpgradeVersion = 5
+
+// RunUpgraded moves a run to another definition version (Upgrade), at
+// its next model boundary.
+const RunUpgraded Type = "cairn.run.upgraded"
+
+// Upgrade is the payload of RunUpgraded.
+type Upgrade = wire.Upgrade
+
+// AllUpgraded matches every run's upgrades.
+const AllUpgraded = Prefix + ".sess.*.run.*.upgraded"
+
+// RunUpgradedSubject is the subject of a run's upgrades.
+func RunUpgradedSubject(sessionID, runID string) string {
+	return Prefix + ".sess." + sessionID + ".run." + runID + ".upgraded"
+}
+
 // DefinitionVersion is the schema version of a run record that names its
 // definition version (Run.Definition): written only at that level, so
 // that a member of a cluster pinned below it (operations.md, Upgrades)
@@ -28,7 +48,7 @@ const LedgerVersion = 4
 // pinned (NewRun).
 const DefinitionVersion = 4
 
-func init() { known[SessionPurged] = true }
+func init() { known[SessionPurged], known[RunUpgraded] = true, true }
 
 // Purge is the payload of SessionPurged (wire.Purge), and PurgedRun one
 // run of a purged session (wire.PurgedRun).

@@ -53,6 +53,8 @@ var versions = []version{
 	// which a reader of version 4 that predates it ignores: it runs the
 	// run under its current definition, as before runs were pinned).
 	4: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV4{}, SessionPurged: Purge{}, RunCreated: wire.Run{}}), commit: readCommit},
+	// Version 5 adds a type (RunUpgraded); a commit reads as in 4.
+	5: {payloads: payloads(map[Type]any{CheckpointCommitted: wire.CommitV4{}, SessionPurged: Purge{}, RunCreated: wire.Run{}, RunUpgraded: wire.Upgrade{}}), commit: readCommit},
 }
 
 // payloads is the payloads every version so far writes alike, with a

@@ -24,9 +24,11 @@ const (
 	KindCompaction
 	// KindPurged is a session's purge marker (SessionPurged).
 	KindPurged
+	// KindUpgraded is one of a run's upgrades (RunUpgraded).
+	KindUpgraded
 )
 
-var kindNames = [...]string{KindStep: "step", KindDone: "done", KindCreated: "created", KindEnded: "ended", KindLease: "lease", KindCompaction: "compaction", KindPurged: "purged"}
+var kindNames = [...]string{KindStep: "step", KindDone: "done", KindCreated: "created", KindEnded: "ended", KindLease: "lease", KindCompaction: "compaction", KindPurged: "purged", KindUpgraded: "upgraded"}
 
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -61,6 +63,8 @@ func (s Subject) String() string {
 		return SessionCompactions(s.SessionID)
 	case KindPurged:
 		return SessionPurgedSubject(s.SessionID)
+	case KindUpgraded:
+		return RunUpgradedSubject(s.SessionID, s.RunID)
 	}
 	return ""
 }
@@ -106,6 +110,8 @@ func ParseSubject(subject string) (Subject, error) {
 		s.Kind = KindEnded
 	case "lease":
 		s.Kind = KindLease
+	case "upgraded":
+		s.Kind = KindUpgraded
 	default:
 		return bad("unknown kind " + rest)
 	}

@@ -10,7 +10,9 @@ package events
 // (SessionPurged), a type earlier builds do not know. Version 4: a
 // checkpoint commit may carry its run's budget totals (Checkpoint.Ledger),
 // which an earlier build would ignore and so count the run's budget as
-// unspent. Every version before is read as it was written.
+// unspent. Version 5: a run's upgrade to another definition version
+// (RunUpgraded), a type earlier builds do not know. Every version before
+// is read as it was written.
 // A store writes the version its cluster's members all read
 // (store/jetstream Config.Schema), at most this one.
-const SchemaVersion = 4
+const SchemaVersion = 5

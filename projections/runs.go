@@ -36,6 +36,10 @@ type RunEntry struct {
 	// Definition is the definition version the run was admitted under
 	// (events.Run.Definition); "" for a run of an earlier build.
 	Definition string `json:"definition,omitempty"`
+	// UpgradedFrom is the version the run ran under before an operator
+	// moved it to Definition (events.RunUpgraded); it takes Definition at
+	// its next model boundary.
+	UpgradedFrom string `json:"upgraded_from,omitempty"`
 }
 
 // Runs is the run index: every run with its agent, owner, parent,
@@ -88,7 +92,7 @@ func (ix *Runs) Name() string { return "runindex" }
 func (ix *Runs) Filters() []string {
 	return []string{
 		events.AllCreated, events.AllLeases,
-		events.AllCheckpoints, events.AllEnded, events.AllPurged,
+		events.AllCheckpoints, events.AllEnded, events.AllPurged, events.AllUpgraded,
 	}
 }
 
@@ -131,6 +135,14 @@ func (ix *Runs) apply(e Event) (ended *RunEntry) {
 		en.Agent, en.Owner, en.ParentRunID, en.ParentCallID, en.RootRunID, en.Continues = r.Agent, r.Owner, r.ParentRunID, r.ParentCallID, r.RootRunID, r.Continues
 		en.Definition = r.Definition
 		en.Created, en.Updated = e.Time, e.Time
+	case events.RunUpgraded:
+		var u events.Upgrade
+		if e.Payload(&u) != nil {
+			return nil
+		}
+		// The version it moves to, at its next model boundary.
+		en := ix.entry(e)
+		en.Definition, en.UpgradedFrom, en.Updated = u.To, u.From, e.Time
 	case events.LeaseAcquired:
 		var l events.Lease
 		if e.Payload(&l) != nil {

@@ -15,3 +15,27 @@ func ContractHash(def AgentDefinition, subagents []AgentDefinition, capabilities
 	}
 	return c.hash, nil
 }
+
+// Rehash is the next revision of cp under another contract: the same
+// state, nothing appended (C14), the revision advanced by one (C13), and
+// contractHash (ContractHash's) in place of cp's. A host commits it to
+// move a run that stands at a model boundary onto another definition
+// version (an upgrade): the next resume then matches its input (C9). cp
+// must be the run's last durable checkpoint.
+func Rehash(cp *Checkpoint, contractHash string) *Checkpoint {
+	next := cp.clone()
+	next.Revision = cp.Revision + 1
+	next.ContractHash = contractHash
+	return next
+}
+
+// HasCallsInFlight reports whether a call of cp's journal has no
+// postresult yet.
+func (cp *Checkpoint) HasCallsInFlight() bool {
+	for _, c := range cp.Calls {
+		if !c.State.Terminal() {
+			return true
+		}
+	}
+	return false
+}

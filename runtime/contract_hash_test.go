@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/model"
 )
 
 // ContractHash is the hash the loop commits in a run's checkpoints, for
@@ -56,5 +57,28 @@ func TestContractHashIsTheCommittedOne(t *testing.T) {
 	}
 	if _, rerr := h.Attempt(); !errors.Is(rerr, runtime.ErrInvalidInput) || rerr.Error() != err.Error() {
 		t.Fatalf("the loop refused with %v, ContractHash with %v", rerr, err)
+	}
+}
+
+// Rehash moves a checkpoint to another contract as the next revision and
+// commits nothing of its own again (C13, C14).
+func TestRehashIsTheNextRevisionUnderAnotherContract(t *testing.T) {
+	cp := &runtime.Checkpoint{Version: runtime.CheckpointVersion, ContractHash: "old", Revision: 7, RunKey: "k", Phase: runtime.PhaseModel, Step: 3,
+		Calls: []runtime.CallRecord{{ID: "c1", Name: "run_js", State: runtime.CallDone}}, UsedCallIDs: []string{"c1"},
+		Append: []model.Message{model.TextMessage("m", model.RoleUser, "hi")}, Usage: &model.Usage{InputTokens: 5},
+		ModelFailures: []model.Failure{{}}}
+	next := runtime.Rehash(cp, "new")
+	if next.Revision != 8 || next.ContractHash != "new" || next.Append != nil || next.Usage != nil || next.ModelFailures != nil {
+		t.Fatalf("Rehash = %+v", next)
+	}
+	if next.Step != 3 || next.RunKey != "k" || next.Phase != runtime.PhaseModel || len(next.Calls) != 1 || len(next.UsedCallIDs) != 1 {
+		t.Fatalf("Rehash changed the state: %+v", next)
+	}
+	next.Calls[0].State = runtime.CallPending
+	if cp.Calls[0].State != runtime.CallDone || cp.Revision != 7 || cp.ContractHash != "old" {
+		t.Fatal("Rehash changed the checkpoint it was given")
+	}
+	if next.HasCallsInFlight() != true || cp.HasCallsInFlight() {
+		t.Error("HasCallsInFlight")
 	}
 }

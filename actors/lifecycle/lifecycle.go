@@ -81,9 +81,12 @@ const (
 	// ReasonReopen: an attempt from a kept store handle was fenced out; the
 	// next opens the run afresh.
 	ReasonReopen
+	// ReasonUpgraded: its last attempt stopped at a model boundary to take
+	// the definition version an operator moved it to (Upgrading).
+	ReasonUpgraded
 )
 
-var reasonNames = [...]string{"unspecified", "started", "child-finished", "deadline", "recovered", "moved", "retry", "woken-while-running", "reopen"}
+var reasonNames = [...]string{"unspecified", "started", "child-finished", "deadline", "recovered", "moved", "retry", "woken-while-running", "reopen", "upgraded"}
 
 func (r Reason) String() string {
 	if r >= 0 && int(r) < len(reasonNames) {
@@ -146,9 +149,14 @@ const (
 	// it). Neither failed nor retried: the run parks, and a node of a
 	// build that reads it resumes it (its start's sweep, a later wake).
 	Unreadable
+	// Upgrading: the run reached a model boundary with an upgrade to
+	// another definition version pending; the attempt stopped there,
+	// committing nothing, so that the next one takes the new version.
+	// Attempted again at once; neither a failure nor an outage.
+	Upgrading
 )
 
-var outcomeNames = [...]string{"completed", "waiting", "drained", "ended", "fenced-out", "transient", "unavailable", "not-yet-created", "permanent", "unreadable"}
+var outcomeNames = [...]string{"completed", "waiting", "drained", "ended", "fenced-out", "transient", "unavailable", "not-yet-created", "permanent", "unreadable", "upgrading"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -447,6 +455,11 @@ func (r *Run) ended(now time.Time, e AttemptEnded) []Effect {
 			return r.finish(HandOver{Reason: ReasonWokenWhileRunning}, Passivate{})
 		}
 		return r.finish(Passivate{})
+	case Upgrading:
+		// A wake owed meanwhile is served by this attempt as well: it
+		// reads the run's state afresh.
+		r.retries, r.outages = 0, 0
+		return r.start(ReasonUpgraded)
 	case Unavailable, NotYetCreated:
 		r.outages++
 		return r.backOff(now, r.outages)

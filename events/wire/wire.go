@@ -377,6 +377,18 @@ type Lease struct {
 	Epoch  int64  `json:"epoch"`
 }
 
+// Upgrade is the payload of cairn.run.upgraded (schema version 5): an
+// operator moved a run from the definition version it ran under (From) to
+// another (To), which it takes at its next model boundary: there its
+// checkpoint is committed again under To's contract hash, and every
+// attempt after runs under To.
+type Upgrade struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// By is the API principal that asked; "" for none (a loopback node).
+	By string `json:"by,omitempty"`
+}
+
 // Ended is the payload of cairn.run.ended: a run that did not complete.
 type Ended struct {
 	// Status is "cancelled" or "failed".
