@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/cairn-agents/cairn/actors/definition"
 )
@@ -156,6 +159,40 @@ func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
 			t.Errorf("GET %s: %d %v; want %d", bad.path, code, got, bad.code)
 		}
 	}
+	// A dry run lists the three; one of them is moved.
+	stdout.Reset()
+	if code := dispatch([]string{"agents", "upgrade", "writer", "--dry-run", "--api", base, "--token", "alice-token"}, &stdout, &stderr); code != 0 ||
+		!strings.HasSuffix(strings.TrimSpace(stdout.String()), "3 would move, 0 refused") {
+		t.Errorf("agents upgrade --dry-run: exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := dispatch([]string{"agents", "upgrade", "--run", runs["first task"], "--api", base, "--token", "alice-token"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "moves from "+definition.Short(old)) {
+		t.Errorf("agents upgrade --run: exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if code, got := call(t, "POST", base+"/v1/runs/"+runs["first task"]+"/upgrade", "alice-token", `{}`); code != 409 || !strings.Contains(fmt.Sprint(got), "pending") {
+		t.Errorf("a second upgrade of the run: %d %v; want 409, one pending", code, got)
+	}
+	// The run page of another run in flight on the old version shows what
+	// changed and moves it when asked (in Chromium; without it, outside
+	// CI, the run is moved through the API and the rest is checked alike).
+	if _, err := exec.LookPath("chromium"); err == nil || os.Getenv("CI") != "" {
+		ctx := browser(t)
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/runs/"+runs["second task"]+"#token=alice-token")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, `!document.getElementById("version").hidden && !document.getElementById("upgrade").hidden &&
+			document.getElementById("vdiff").textContent.includes("instructions: \"You write, version one.\" → now \"You write, version two.\"")`)
+		if err := chromedp.Do(ctx, chromedp.Click("#upgrade")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, `document.getElementById("upgraded").textContent.startsWith("moves to ")`)
+	} else {
+		t.Log("chromium is not installed: the run page's upgrade is not clicked, the API moves the run")
+		if code, got := call(t, "POST", base+"/v1/runs/"+runs["second task"]+"/upgrade", "alice-token", `{}`); code != 200 {
+			t.Fatalf("upgrade: %d %v", code, got)
+		}
+	}
 	p.mu.Lock()
 	p.hold = false
 	p.mu.Unlock()
@@ -177,10 +214,20 @@ func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
 			t.Fatalf("run of %q: %d model requests, want one before the deploy and some after", task, len(seen))
 		}
 		for i, s := range seen {
-			if !strings.Contains(s, "version one") {
-				t.Errorf("run of %q, request %d: system %q; want the instructions it was admitted under", task, i+1, s)
+			want := "version one"
+			if (task == "first task" || task == "second task") && i == len(seen)-1 {
+				// Upgraded while it waited at its model: the answer in
+				// flight is not committed, and its request is made again
+				// under the new version.
+				want = "version two"
+			}
+			if !strings.Contains(s, want) {
+				t.Errorf("run of %q, request %d of %d: system %q; want %q", task, i+1, len(seen), s, want)
 			}
 		}
+	}
+	if code, got := call(t, "POST", base+"/v1/runs/"+runs["second task"]+"/upgrade", "alice-token", `{"dry_run":true}`); code != 409 || !strings.Contains(fmt.Sprint(got), "ended") {
+		t.Errorf("upgrading an ended run: %d %v; want 409, ended", code, got)
 	}
 	code, out := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"writer","message":"after the deploy"}`)
 	if code != 201 {

@@ -66,6 +66,8 @@ commands:
   agents ls                       a serving node's agents: each one's current definition version
                                   and the older ones its runs still use, with counts
   agents show AGENT VERSION       an agent as that version pinned it, and what differs now
+  agents upgrade AGENT|--run RUN  move runs in flight to the agent's current version at their next
+                                  model boundary (--dry-run: list what would move, write nothing)
   replay [flags] RUN              a run from the log: timeline at --at REV (N, last, last-K),
                                   --json state, --redrive, --fork, --diff REV, --diff-run RUN2
   mcp [flags]                     the node as an MCP server on stdin/stdout (tools: start_run,
