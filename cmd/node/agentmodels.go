@@ -36,8 +36,15 @@ func (d *deployment) models(o nodeOptions) (*agentModels, error) {
 		}
 		a.agent.Model, a.agent.ModelConfig = modelSpec(o.model, a.spec.Model), cfg
 		if _, err := m.build(a.agent); err != nil {
-			return nil, &fileError{File: a.file, Field: "model", Reason: err.Error()}
+			ferr := &fileError{File: a.file, Field: "model", Reason: err.Error()}
+			if !o.servePinned {
+				return nil, ferr
+			}
+			d.refuse(a.spec.Slug, ferr)
 		}
+	}
+	if len(d.agents) == 0 {
+		return nil, d.refused[0]
 	}
 	return m, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cairn-agents/cairn/actors/definition"
+	"github.com/cairn-agents/cairn/internal/syncbuf"
 )
 
 // deployProvider speaks OpenAI's Chat Completions. It records the system
@@ -256,4 +257,78 @@ func agentVersions(got map[string]any, slug string) []map[string]any {
 		return out
 	}
 	return nil
+}
+
+// A deploy whose agent file the gate refuses stops nothing in flight: the
+// node starts, logs the file and the field, serves its other agents, and
+// the runs pinned to the refused agent's earlier version complete under
+// it; a new run of that agent is a 404. Before, the node refused to start
+// and the runs waited for a fixed file.
+func TestRefusedAgentFileStopsNoRunInFlight(t *testing.T) {
+	p := &deployProvider{hold: true, held: make(chan string, 8), release: make(chan struct{}), systems: map[string][]string{}}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_API_KEY", "sk-test-deploy-key")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	agents, data := t.TempDir(), t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(agents, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := func(slug, instructions, answerType string) string {
+		return "slug: " + slug + "\ninstructions: " + instructions + "\nmodel: openai:m\nlimits: {context_tokens: 64000, output_tokens: 1024}\n" +
+			"output_schema: {type: object, properties: {answer: {type: " + answerType + "}}}\n"
+	}
+	write("writer.yaml", agent("writer", "You write, version one.", "string"))
+	write("helper.yaml", agent("helper", "You help.", "string"))
+	var logs syncbuf.Buffer
+	o := serveOptions{nodeOptions: nodeOptions{agentsDir: agents, data: data, logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		listen: "127.0.0.1:0", tokens: map[string]string{"alice-token": "alice"}}
+	base, stop := startServe(t, o)
+	code, out := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"writer","message":"in flight"}`)
+	if code != 201 {
+		t.Fatalf("start: %d %v", code, out)
+	}
+	run := out["run_id"].(string)
+	select {
+	case <-p.held:
+	case <-time.After(time.Minute):
+		t.Fatal("the run's model request never arrived")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	write("writer.yaml", agent("writer", "You write, version two.", "strin")) // not a JSON Schema type
+	p.mu.Lock()
+	p.hold = false
+	p.mu.Unlock()
+	close(p.release)
+	base, _ = startServe(t, o)
+	if l := logs.String(); !strings.Contains(l, "agent file refused") || !strings.Contains(l, "writer.yaml") || !strings.Contains(l, "field=output_schema") {
+		t.Errorf("the node's log does not name the refused file and field:\n%s", l)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, got := call(t, "GET", base+"/v1/runs/"+run, "alice-token", "")
+		if code == 200 && got["status"] == "completed" {
+			break
+		}
+		if code == 200 && got["status"] == "failed" || time.Now().After(deadline) {
+			t.Fatalf("the run in flight after a deploy with a refused file: %d %v; want completed", code, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if seen := p.seen("in flight"); len(seen) < 2 || !strings.Contains(seen[len(seen)-1], "version one") {
+		t.Errorf("the run's requests: %q; want its last under the version it was admitted under", seen)
+	}
+	if code, got := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"writer","message":"new"}`); code != 404 {
+		t.Errorf("a new run of the refused agent: %d %v; want 404", code, got)
+	}
+	if code, got := call(t, "POST", base+"/v1/runs", "alice-token", `{"agent":"helper","message":"new"}`); code != 201 {
+		t.Errorf("a new run of the agent whose file is fine: %d %v; want 201", code, got)
+	}
 }

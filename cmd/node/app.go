@@ -50,6 +50,11 @@ type nodeOptions struct {
 	// start; zero means 300ms with --nats and none with the embedded server
 	// (nothing else can be connected to it yet).
 	discover time.Duration
+	// servePinned (serve) deploys the agents whose files the gate accepts
+	// and refuses the others, each logged with its file and field, rather
+	// than stopping: runs pinned to a refused agent's earlier versions go
+	// on (loadDeploymentServing).
+	servePinned bool
 }
 
 func (o nodeOptions) discoverWait() time.Duration {
@@ -110,7 +115,11 @@ func (s *streamName) Set(v string) error {
 }
 
 func startApp(ctx context.Context, o nodeOptions) (*app, error) {
-	dep, err := loadDeployment(o.agentsDir)
+	load := loadDeployment
+	if o.servePinned {
+		load = loadDeploymentServing
+	}
+	dep, err := load(o.agentsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +160,16 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	caps, err := catalog(kvcap.Capabilities(), ext)
 	if err != nil {
 		return nil, err
+	}
+	if o.servePinned {
+		dep.refuseUncatalogued(caps)
+		if len(dep.agents) == 0 {
+			return nil, dep.refused[0]
+		}
+		for _, r := range dep.refused {
+			o.logger.Error("agent file refused: its agent is not deployed (runs pinned to its earlier versions go on); fix the file and restart",
+				"file", r.File, "field", r.Field, "reason", r.Reason)
+		}
 	}
 	mcpHost, caps, route, err := withMCP(ctx, o, dep, js, caps, backends(kvcap.For(kv, o.keys.ring), nc, ext))
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -124,6 +125,10 @@ type budgetFile struct {
 type deployment struct {
 	dir    string
 	agents map[string]*deployed
+	// refused are the files a serving node's gate refused
+	// (loadDeploymentServing), each naming its file and field; their
+	// agents are not deployed.
+	refused []*fileError
 }
 
 type deployed struct {
@@ -184,6 +189,100 @@ func loadDeployment(dir string) (*deployment, error) {
 		}
 	}
 	return d, nil
+}
+
+// loadDeploymentServing is loadDeployment for a serving node: a file the
+// gate refuses is refused alone (d.refused, naming its file and field),
+// with every agent whose subagents need it, and the node serves the rest,
+// and every run pinned to a version it has stored, whatever its agent's
+// file says now: a deploy with one broken file fails no run in flight. It
+// fails only when no agent is left to deploy, or the directory cannot be
+// read.
+func loadDeploymentServing(dir string) (*deployment, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("agents: %w", err)
+	}
+	d := &deployment{dir: dir, agents: map[string]*deployed{}}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.Contains(name, ".script.") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		a, err := loadAgent(path)
+		var ferr *fileError
+		switch {
+		case errors.As(err, &ferr):
+			d.refused = append(d.refused, ferr)
+			continue
+		case err != nil:
+			d.refused = append(d.refused, &fileError{File: path, Reason: err.Error()})
+			continue
+		}
+		if other, dup := d.agents[a.spec.Slug]; dup {
+			d.refused = append(d.refused, &fileError{File: path, Field: "slug", Reason: fmt.Sprintf("%q is also defined in %s", a.spec.Slug, other.file)})
+			continue
+		}
+		d.agents[a.spec.Slug] = a
+	}
+	d.refuseIncomplete()
+	if len(d.agents) == 0 {
+		if len(d.refused) > 0 {
+			return nil, d.refused[0]
+		}
+		return nil, fmt.Errorf("agents: no agent definitions in %s", dir)
+	}
+	return d, nil
+}
+
+// refuse takes slug out of the deployment for ferr, and with it every
+// agent whose subagents name it.
+func (d *deployment) refuse(slug string, ferr *fileError) {
+	delete(d.agents, slug)
+	d.refused = append(d.refused, ferr)
+	d.refuseIncomplete()
+}
+
+// refuseIncomplete refuses every agent whose subagents are not deployed,
+// until none is left.
+func (d *deployment) refuseIncomplete() {
+	for changed := true; changed; {
+		changed = false
+		for _, slug := range sortedKeys(d.agents) {
+			a := d.agents[slug]
+			for i, sub := range a.spec.Subagents {
+				if _, ok := d.agents[sub]; !ok {
+					delete(d.agents, slug)
+					d.refused = append(d.refused, &fileError{File: a.file, Field: fmt.Sprintf("subagents[%d]", i), Reason: fmt.Sprintf("agent %q is not deployed (its file is missing or was refused)", sub)})
+					changed = true
+					break
+				}
+			}
+		}
+	}
+}
+
+// refuseUncatalogued refuses every agent whose capabilities the catalog
+// does not hold (a service that did not answer at start, a name
+// mistyped), and those that need it.
+func (d *deployment) refuseUncatalogued(catalog []runtime.Capability) {
+	have := map[string]bool{}
+	for _, c := range catalog {
+		have[c.Name] = true
+	}
+	for _, slug := range sortedKeys(d.agents) {
+		a, ok := d.agents[slug]
+		if !ok {
+			continue
+		}
+		for i, c := range a.spec.Capabilities {
+			if !have[c] {
+				d.refuse(slug, &fileError{File: a.file, Field: fmt.Sprintf("capabilities[%d]", i), Reason: fmt.Sprintf("capability %q is in no catalog this node has (built in, a service that answered at start, an MCP server)", c)})
+				break
+			}
+		}
+	}
 }
 
 func loadAgent(path string) (*deployed, error) {

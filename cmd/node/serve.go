@@ -140,6 +140,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	}
 	m := newMetrics()
 	o.metrics = m
+	o.servePinned = true                      // a refused agent file stops no run in flight (deploy.go)
 	started := time.Now()                     // cairn_run_seconds counts the ends from here on
 	a, err := startMember(ctx, o.nodeOptions) // startApp, retried in a cluster (cluster.go)
 	if err != nil {
