@@ -71,8 +71,10 @@ type Config struct {
 	Tokens map[string]string
 	// Raw are the principals granted unredacted views.
 	Raw map[string]bool
-	// Setup is an agent's contract as deployed, for re-drive; required.
-	Setup func(agent string) (replay.Setup, error)
+	// Setup is the contract a run ran under, for its re-drive: its
+	// pinned definition version (run.Definition), or for a run that names
+	// none its agent's as deployed now; required.
+	Setup func(ctx context.Context, run events.Run) (replay.Setup, error)
 	// ForkStore opens a store on the log for a fork to write its new
 	// session with; required.
 	ForkStore func(ctx context.Context) (*jetstream.Store, error)

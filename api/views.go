@@ -140,7 +140,7 @@ func (x *Server) redrive(w http.ResponseWriter, r *http.Request, principal strin
 		writeError(w, http.StatusBadRequest, "invalid", "at: %d, the run has revisions 1-%d (0: from the start)", req.At, h.Last())
 		return
 	}
-	s, err := x.cfg.Setup(h.Run.Agent)
+	s, err := x.cfg.Setup(r.Context(), h.Run)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "%v", err)
 		return

@@ -227,6 +227,11 @@ func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
 			}
 		}
 	}
+	// A run that completed on the old version re-drives against its log
+	// under that version, not the files' (before: a contract mismatch).
+	if code, got := call(t, "POST", base+"/v1/runs/"+runs["third task"]+"/redrive", "alice-token", `{"at":0}`); code != 200 || got["exact"] != true {
+		t.Errorf("re-drive of a run of the old version: %d %v; want exact", code, got)
+	}
 	if code, got := call(t, "POST", base+"/v1/runs/"+runs["second task"]+"/upgrade", "alice-token", `{"dry_run":true}`); code != 409 || !strings.Contains(fmt.Sprint(got), "ended") {
 		t.Errorf("upgrading an ended run: %d %v; want 409, ended", code, got)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/cairn-agents/cairn/actors"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/kvcap"
 	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/retention"
@@ -391,18 +393,45 @@ func setupFor(dep *deployment, agent string) (replay.Setup, error) {
 	if !ok {
 		return replay.Setup{}, &flagError{"agents", fmt.Sprintf("agent %q is not deployed here", agent)}
 	}
-	s := replay.Setup{Definition: a.agent.Definition, Limits: a.agent.Limits, Budget: a.agent.Budget, Redactor: redactor(nil)}
+	subs := make([]runtime.AgentDefinition, 0, len(a.agent.Definition.Subagents))
 	for _, sub := range a.agent.Definition.Subagents {
-		s.Subagents = append(s.Subagents, dep.agents[sub].agent.Definition)
+		subs = append(subs, dep.agents[sub].agent.Definition)
 	}
+	return setupOf(a.agent, subs)
+}
+
+// setupForRun is the contract run ran under, for its re-drive: the
+// definition version it is pinned to, as the log's storage keeps it
+// (whatever the files say now), or for a run of an earlier build, which
+// names none, its agent's as deployed.
+func setupForRun(ctx context.Context, dep *deployment, node *actors.Node, run events.Run) (replay.Setup, error) {
+	if run.Definition == "" {
+		return setupFor(dep, run.Agent)
+	}
+	ver, err := node.Version(ctx, run.Definition)
+	if err != nil {
+		return replay.Setup{}, err
+	}
+	a, subs, _, err := ver.Run(run.Agent)
+	if err != nil {
+		return replay.Setup{}, err
+	}
+	return setupOf(a, subs)
+}
+
+// setupOf is the re-drive setup of agent a with its subagents'
+// definitions: its capabilities from the built-in catalog, the only one a
+// re-drive runs scripts against.
+func setupOf(a actors.Agent, subs []runtime.AgentDefinition) (replay.Setup, error) {
+	s := replay.Setup{Definition: a.Definition, Subagents: subs, Limits: a.Limits, Budget: a.Budget, Redactor: redactor(nil)}
 	caps := map[string]runtime.Capability{}
 	for _, c := range kvcap.Capabilities() {
 		caps[c.Name] = c
 	}
-	for _, name := range a.agent.Definition.Capabilities {
+	for _, name := range a.Definition.Capabilities {
 		c, ok := caps[name]
 		if !ok {
-			return replay.Setup{}, fmt.Errorf("agent %s: capability %q is served by an external service; re-drive needs the built-in catalog", agent, name)
+			return replay.Setup{}, fmt.Errorf("agent %s: capability %q is served by an external service; re-drive needs the built-in catalog", a.Definition.Slug, name)
 		}
 		s.Capabilities = append(s.Capabilities, c)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-agents/cairn/api"
+	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/mcpserver"
 	"github.com/cairn-agents/cairn/projections/replay"
 	"github.com/cairn-agents/cairn/projections/runindex"
@@ -163,7 +164,9 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return err
 	}
 	apiSrv, err := api.New(api.Config{Node: a.node, Index: ix, JS: a.js, Stream: a.stream, Keys: a.keys, Redactor: a.red, Tokens: o.tokens, Raw: raw,
-		Setup: func(agent string) (replay.Setup, error) { return setupFor(a.dep, agent) },
+		Setup: func(ctx context.Context, run events.Run) (replay.Setup, error) {
+			return setupForRun(ctx, a.dep, a.node, run)
+		},
 		ForkStore: func(ctx context.Context) (*jetstream.Store, error) {
 			return logStore(ctx, a.nc, a.js, a.stream, "fork", a.keys)
 		},
