@@ -290,6 +290,16 @@ func (r *runner) toolNames() string {
 	return strings.Join(names, ", ")
 }
 
+// offers reports whether name is one of the tools the run was offered.
+func (r *runner) offers(name string) bool {
+	for _, t := range r.c.tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // runJS runs a script on the attempt's executor, allocating it on first use
 // (C41).
 func (r *runner) runJS(ctx context.Context, callID, code string) (outcome, error) {

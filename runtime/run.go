@@ -185,6 +185,7 @@ func messageID(key string, rev int64, i int) string {
 
 func (r *runner) emit(ctx context.Context, ev SinkEvent) {
 	ev.Text = r.in.Redactor.Redact(ev.Text)
+	ev.Tool = r.in.Redactor.Redact(ev.Tool) // a tool call's name is the model's
 	r.in.Sink.Emit(ctx, ev)
 }
 

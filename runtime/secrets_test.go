@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/redact/redacttest"
 )
 
 func TestNewSecrets(t *testing.T) {
@@ -117,5 +118,24 @@ func TestSecretsRedactEscapedForms(t *testing.T) {
 	}
 	if got := s.Redact(`{"a":"b\"<c>"}`); got != `{"a":"b\"<c>"}` {
 		t.Errorf("a text without the secret changed: %s", got)
+	}
+}
+
+// TestSecretsRedactEveryForm (issue 49): a secret is redacted in every form
+// redacttest spells it: JSON-escaped three and four levels deep (a script's
+// JSON.stringify(JSON.stringify(s)) inside the transcript), percent-encoded,
+// with HTML entities, and as base64 at each alignment. Before, only the raw
+// form and one or two JSON levels were.
+func TestSecretsRedactEveryForm(t *testing.T) {
+	const sec = "sk-proj-\"<&>'\\tail0123\nline2"
+	s, _ := runtime.NewSecrets(map[string]string{"KEY": sec})
+	for _, f := range redacttest.Forms(sec) {
+		text := "a " + f.Text + " b"
+		if got := s.Redact(text); redacttest.Find(got, sec) != "" {
+			t.Errorf("%s: Redact(%q) = %q", f.Name, text, got)
+		}
+	}
+	if got := s.Compile().Redact("x " + sec); got != "x [REDACTED]" {
+		t.Errorf("Compile().Redact = %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cairn-agents/cairn/runtime"
@@ -60,12 +61,13 @@ func TestSinkEventsOfIsWhatTheSinkSaw(t *testing.T) {
 			var want, got []runtime.SinkEvent
 			for _, ev := range h.Sink.Events() {
 				if ev.Kind != runtime.SinkWaiting {
+					ev.Offered = false // the loop's knowledge, not the commit's
 					want = append(want, ev)
 				}
 			}
 			for _, cp := range rec.commits {
 				for _, ev := range runtime.SinkEventsOf(cp) {
-					ev.Text = h.Redact.Redact(ev.Text)
+					ev.Text, ev.Tool = h.Redact.Redact(ev.Text), h.Redact.Redact(ev.Tool)
 					got = append(got, ev)
 				}
 			}
@@ -76,5 +78,32 @@ func TestSinkEventsOfIsWhatTheSinkSaw(t *testing.T) {
 				t.Fatalf("from the commits:\n%+v\nthe sink saw:\n%+v", got, want)
 			}
 		})
+	}
+}
+
+// TestSinkToolCallNamesAreRedactedAndMarked (issue 49): a tool call's name
+// is the model's choice, so it reaches the sink redacted like its text (an
+// unknown tool named after a secret printed it on `node run`'s progress
+// and in /metrics); Offered tells the calls of the run's own tools from the
+// rest, so that a host can count them by name without counting the model's
+// inventions.
+func TestSinkToolCallNamesAreRedactedAndMarked(t *testing.T) {
+	const secret = "sk-live-4f9c2a7e1b8d6053"
+	e := newEnv(t, calls(call("c1", "leak_"+secret, `{}`), call("c2", "run_js", `{"code":"return 1"}`)), calls(completeOutput("c3", "done")))
+	e.Redact = runtime.Secrets{secret}
+	e.Complete()
+	offered := map[string]bool{}
+	for _, ev := range e.Sink.Events() {
+		if ev.Kind != runtime.SinkToolCall {
+			continue
+		}
+		if strings.Contains(ev.Tool, secret) {
+			t.Errorf("the sink was told the tool %q", ev.Tool)
+		}
+		offered[ev.Tool] = ev.Offered
+	}
+	want := map[string]bool{"leak_[REDACTED]": false, "run_js": true, "complete": true}
+	if !reflect.DeepEqual(offered, want) {
+		t.Fatalf("tool calls seen (name: offered) = %v, want %v", offered, want)
 	}
 }

@@ -85,7 +85,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 		r.emit(ctx, SinkEvent{Kind: SinkText, Revision: r.cp.Revision, MessageID: r.cp.ResponseID, Text: text})
 	}
 	for _, c := range calls {
-		r.emit(ctx, SinkEvent{Kind: SinkToolCall, Revision: r.cp.Revision, MessageID: r.cp.ResponseID, CallID: c.ID, Tool: c.Name, Text: c.Args})
+		r.emit(ctx, SinkEvent{Kind: SinkToolCall, Revision: r.cp.Revision, MessageID: r.cp.ResponseID, CallID: c.ID, Tool: c.Name, Text: c.Args, Offered: r.offers(c.Name)})
 	}
 	return nil
 }

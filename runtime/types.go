@@ -1,15 +1,13 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/runtime/model"
+	"github.com/cairn-agents/cairn/runtime/redact"
 	"github.com/cairn-agents/cairn/runtime/session"
 )
 
@@ -155,65 +153,27 @@ type RedactorFunc func(string) string
 func (f RedactorFunc) Redact(s string) string { return f(s) }
 
 // Secrets is a Redactor that replaces every occurrence of each secret with
-// [REDACTED]. Empty secrets are ignored. Build it from configured values
-// with NewSecrets, which refuses placeholders and values too short to be
-// secrets: every pattern here is replaced wherever it occurs.
+// [REDACTED], in every form package redact matches (JSON-escaped at any
+// depth, percent-encoded, HTML entities, base64). Empty secrets are
+// ignored. Build it from configured values with NewSecrets, which refuses
+// placeholders and values too short to be secrets: every pattern here is
+// replaced wherever it occurs.
+//
+// Secrets is the list; its Redact compiles it at every call, which suits
+// tests and one-off use. Whatever redacts often (a node, a server) holds
+// Compile's Set instead.
 type Secrets []string
 
-// Redact implements Redactor. A secret with characters JSON escapes
-// (" \ < > & and control characters) is also replaced in its escaped forms,
-// one and two levels deep, as encoding/json writes them (<>& as \u003c...)
-// and as JavaScript's JSON.stringify does (<>& as they are): a text the
-// redactor sees is often JSON holding JSON (a tool's arguments and results
-// are JSON texts inside the transcript's JSON strings), where the secret
-// appears only escaped.
+// Redact implements Redactor: Compile().Redact(text).
 func (s Secrets) Redact(text string) string {
-	for _, sec := range s {
-		if sec == "" {
-			continue
-		}
-		if needsEscape(sec) {
-			for _, form := range escapedForms(sec) {
-				text = strings.ReplaceAll(text, form, "[REDACTED]")
-			}
-		}
-		text = strings.ReplaceAll(text, sec, "[REDACTED]")
+	if len(s) == 0 {
+		return text
 	}
-	return text
+	return s.Compile().Redact(text)
 }
 
-func needsEscape(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return true
-		}
-	}
-	return strings.ContainsAny(s, "\u2028\u2029")
-}
-
-// escapedForms are sec's JSON-escaped forms, longest first (a two-level form
-// holds a one-level form of other bytes, never sec itself).
-func escapedForms(sec string) []string {
-	one := []string{jsonString(sec, true), jsonString(sec, false)}
-	var out []string
-	for _, f := range one {
-		out = append(out, jsonString(f, true), jsonString(f, false))
-	}
-	out = append(out, one...)
-	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
-	return out
-}
-
-// jsonString is s as the inside of a JSON string literal.
-func jsonString(s string, escapeHTML bool) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(escapeHTML)
-	_ = enc.Encode(s)
-	out := strings.TrimSuffix(b.String(), "\n")
-	return out[1 : len(out)-1]
-}
+// Compile is s as a compiled redact.Set, a Redactor.
+func (s Secrets) Compile() *redact.Set { return redact.New(s...) }
 
 // Sink receives diagnostics after the commits they describe (C37). It is not
 // the journal: events may be lost with a crash, never invented.
@@ -253,6 +213,11 @@ type SinkEvent struct {
 	Tool      string   `json:"tool,omitempty"`
 	Text      string   `json:"text,omitempty"`
 	IsError   bool     `json:"is_error,omitempty"`
+	// Offered marks a SinkToolCall of a tool the run was offered (run_js,
+	// complete, spawn_<slug>, the child controls): a name from the run's
+	// catalog, not one the model made up. The loop sets it as it emits;
+	// SinkEventsOf, which reads the commits alone, does not.
+	Offered bool `json:"offered,omitempty"`
 	// Failure is a SinkModelFailure's failed request.
 	Failure *model.Failure `json:"failure,omitempty"`
 }
