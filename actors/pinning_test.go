@@ -383,3 +383,63 @@ func TestUpgradeMovesRunsAtTheirModelBoundary(t *testing.T) {
 		}
 	}
 }
+
+// An upgrade the run cannot take is refused, naming why, with nothing
+// written: the new definition no longer spawns a child it has in flight,
+// or has another output schema for it.
+func TestUpgradeRefusesWhatTheRunCannotTake(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(agents []actors.Agent) []actors.Agent
+		why    string
+	}{
+		{"the child agent is no longer a subagent", func(agents []actors.Agent) []actors.Agent {
+			agents[0].Definition.Subagents = nil
+			return agents
+		}, `no longer spawns "worker"`},
+		{"the child's output schema changed", func(agents []actors.Agent) []actors.Agent {
+			agents[1].Definition.OutputSchema = json.RawMessage(`{"type":"object","required":["answer","score"],"properties":{"answer":{"type":"string"},"score":{"type":"integer"}}}`)
+			return agents
+		}, "output schema"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := natstest.Connect(t, natstest.Server(t))
+			entered := make(chan string, 8)
+			worker := deployModel{slug: "worker", seen: &seen{}, hold: func(string) bool { return true }, entered: entered}
+			n1 := startDeploy(t, nc, "v1", deployModel{slug: "planner", seen: &seen{}, next: spawnWaitComplete()}, worker)
+			sess, run, err := n1.Run(context.Background(), "planner", "park")
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-entered:
+			case <-time.After(time.Minute):
+				t.Fatal("the worker never asked its model")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = n1.Close(ctx)
+			n2 := startDeploy(t, nc, "v2", deployModel{slug: "planner", seen: &seen{}, next: spawnWaitComplete()}, worker, func(c *actors.Config) {
+				c.Agents = tc.change(c.Agents)
+			})
+			defer func() { // its worker waits at the model: no drain to wait for
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				_ = n2.Close(ctx)
+			}()
+			for _, dry := range []bool{true, false} {
+				res, err := n2.Upgrade(context.Background(), sess, run, dry)
+				if !errors.Is(err, actors.ErrCannotUpgrade) || !strings.Contains(err.Error(), tc.why) || !strings.Contains(res.Refused, tc.why) {
+					t.Fatalf("upgrade (dry run %v): %+v, %v; want refused: %s", dry, res, err, tc.why)
+				}
+			}
+			s, err := cjs.New(context.Background(), nc, cjs.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err := s.Last(context.Background(), events.RunUpgradedSubject(sess, run)); err != nil || m != nil {
+				t.Fatalf("a refused upgrade wrote %v (%v)", m, err)
+			}
+		})
+	}
+}
