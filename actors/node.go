@@ -406,6 +406,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.versions.w, err = writer(definitionsBucket); err != nil {
 		return nil, err
 	}
+	if n.versions.kv, err = js.KeyValue(ctx, definitionsBucket); err != nil {
+		return nil, fmt.Errorf("actors: bucket %s: %w", definitionsBucket, err)
+	}
+	freshStop, freshDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(freshDone); n.keepFresh(freshStop) }()
+	n.closers = append(n.closers, func(context.Context) error { close(freshStop); <-freshDone; return nil })
 	if err := cjs.Setup(ctx, n.versions.publish); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -441,5 +442,62 @@ func TestUpgradeRefusesWhatTheRunCannotTake(t *testing.T) {
 				t.Fatalf("a refused upgrade wrote %v (%v)", m, err)
 			}
 		})
+	}
+}
+
+// Retention's side of pinning: a version no kept run names, current on
+// no member and older than the grace is removed; one a kept run names is
+// kept, with the closures of the children its runs may still spawn; the
+// node's current versions are kept and written again once old.
+func TestPruneVersionsKeepsWhatRunsNeed(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Server(t))
+	n1 := startDeploy(t, nc, "v1", deployModel{slug: "planner", seen: &seen{}, next: spawnWaitComplete()}, deployModel{slug: "worker", seen: &seen{}, next: childModel{}})
+	sess, run, err := n1.Run(context.Background(), "planner", "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n1, sess, run)
+	closeNode(t, n1)
+	later := time.Now().Add(48 * time.Hour)
+	n2 := startDeploy(t, nc, "v2", deployModel{slug: "planner", seen: &seen{}, next: spawnWaitComplete()}, deployModel{slug: "worker", seen: &seen{}, next: childModel{}},
+		func(c *actors.Config) { c.Now = func() time.Time { return later } })
+	defer closeNode(t, n2)
+	ctx := context.Background()
+	s, err := cjs.New(ctx, nc, cjs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.ReadRun(ctx, sess, run)
+	if err != nil || rec == nil {
+		t.Fatal(rec, err)
+	}
+	cs, cr := actors.ChildIDs(run, "a")
+	child, err := s.ReadRun(ctx, cs, cr)
+	if err != nil || child == nil {
+		t.Fatal(child, err)
+	}
+	// The run is kept: its version, and its worker's closure in it, stay.
+	removed, err := n2.PruneVersions(ctx, map[string]bool{rec.Definition: true}, 24*time.Hour)
+	if err != nil || len(removed) != 0 {
+		t.Fatalf("with the v1 run kept: removed %v, %v; want none", removed, err)
+	}
+	for _, id := range []string{rec.Definition, child.Definition} {
+		if _, err := n2.Version(ctx, id); err != nil {
+			t.Fatalf("version %s after a prune that keeps it: %v", id, err)
+		}
+	}
+	// Purged: the v1 versions go; v2's, current, stay.
+	removed, err = n2.PruneVersions(ctx, map[string]bool{}, 24*time.Hour)
+	if err != nil || !slices.Contains(removed, rec.Definition) || !slices.Contains(removed, child.Definition) {
+		t.Fatalf("with no run kept: removed %v, %v; want v1's planner and worker", removed, err)
+	}
+	// Gone from the bucket and from the node's memory.
+	if _, err := n2.Version(ctx, rec.Definition); !errors.Is(err, actors.ErrUnknownVersion) {
+		t.Fatalf("a removed version: %v; want ErrUnknownVersion", err)
+	}
+	for _, d := range n2.Deployed() {
+		if _, err := n2.Version(ctx, d.Version); err != nil {
+			t.Fatalf("the current version of %s after a prune: %v", d.Slug, err)
+		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors/definition"
 	"github.com/cairn-agents/cairn/events"
@@ -31,7 +34,9 @@ var ErrUnknownVersion = fmt.Errorf("%w: unknown definition version", ErrNotFound
 // this node resumed was pinned to, loaded on first need. Versions never
 // change (they are content addressed), so what is loaded stays.
 type versions struct {
-	w    *kvBucket
+	w *kvBucket
+	// kv reads the bucket's entries with their times (PruneVersions).
+	kv   jetstream.KeyValue
 	keys *events.Keyring
 	// build makes an agent's model (Config.Model).
 	build func(Agent) (model.Model, error)
@@ -280,4 +285,129 @@ func (n *Node) Version(ctx context.Context, id string) (definition.Version, erro
 		return definition.Version{}, fmt.Errorf("%w: version: %v", ErrInvalid, err)
 	}
 	return n.versions.get(ctx, id)
+}
+
+// PruneVersions removes from the log's storage the definition versions no
+// run needs any more, and keeps this node's own fresh. A version is kept
+// when it is current on this node, when referenced names it (the
+// versions the runs the log still holds name: projections.Runs.Definitions),
+// or when it is the closure of a child agent within a kept version (a
+// run of it may spawn that child at any time, under that closure); it is
+// removed only when, besides, its stored copy was last written more than
+// grace ago, by the node's clock. Every member keeps its own current
+// versions fresh here (each is written again once its copy is older than a
+// quarter of grace), so a version current on a member whose runs this
+// node's index has not seen yet is never older than that. A removal is
+// fenced on the revision read: a member that wrote the version again
+// meanwhile wins. It returns the versions removed.
+func (n *Node) PruneVersions(ctx context.Context, referenced map[string]bool, grace time.Duration) ([]string, error) {
+	v := n.versions
+	keep, current := map[string]bool{}, map[string]bool{}
+	for _, id := range v.current {
+		keep[id], current[id] = true, true
+	}
+	for id := range referenced {
+		keep[id] = true
+		ver, err := v.get(ctx, id)
+		if errors.Is(err, ErrUnknownVersion) {
+			continue // gone already: its runs cannot run anywhere
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, slug := range ver.Slugs() {
+			sub, err := ver.Sub(slug)
+			if err != nil {
+				return nil, err
+			}
+			subID, err := definition.ID(sub)
+			if err != nil {
+				return nil, err
+			}
+			keep[subID] = true
+		}
+	}
+	now := n.now()
+	keys, err := v.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("actors: definitions: %w", err)
+	}
+	var removed []string
+	for key := range keys.Keys() {
+		e, err := v.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			_ = keys.Stop()
+			return removed, fmt.Errorf("actors: definition %s: %w", definition.Short(key), err)
+		}
+		age := now.Sub(e.Created())
+		switch {
+		case current[key]:
+			if age > grace/4 {
+				if _, err := v.kv.Put(ctx, key, e.Value()); err != nil {
+					_ = keys.Stop()
+					return removed, fmt.Errorf("actors: definition %s: %w", definition.Short(key), err)
+				}
+			}
+		case keep[key] || age <= grace || age < 0:
+		default:
+			err := v.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
+			if err != nil && !isWrongLastRevision(err) {
+				_ = keys.Stop()
+				return removed, fmt.Errorf("actors: remove definition %s: %w", definition.Short(key), err)
+			}
+			if err == nil {
+				v.mu.Lock()
+				delete(v.byID, key)
+				v.mu.Unlock()
+				removed = append(removed, key)
+			}
+		}
+	}
+	return removed, nil
+}
+
+// isWrongLastRevision reports a write fenced out by a newer revision of
+// the key (JetStream's 10071).
+func isWrongLastRevision(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// versionsFresh is how often a node writes its current definition
+// versions again (whatever its retention: another member's may prune),
+// and VersionGrace how long, at least, an unreferenced version stays
+// stored: far beyond it, so that a version current on a live member is
+// never that old.
+const (
+	versionsFresh = time.Hour
+	VersionGrace  = 24 * time.Hour
+)
+
+// keepFresh writes the node's current versions again every versionsFresh
+// until stop is closed (PruneVersions on every member removes versions
+// older than VersionGrace that no kept run names).
+func (n *Node) keepFresh(stop <-chan struct{}) {
+	t := time.NewTicker(versionsFresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, id := range n.versions.current {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			e, err := n.versions.kv.Get(ctx, id)
+			if err == nil && n.now().Sub(e.Created()) > VersionGrace/4 {
+				_, err = n.versions.kv.Put(ctx, id, e.Value())
+			}
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				n.logger.Warn("actors: keep the current definition version stored", "version", definition.Short(id), "err", err)
+			}
+		}
+	}
 }

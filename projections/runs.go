@@ -365,6 +365,26 @@ func (ix *Runs) Versions(owner string) map[string]map[string]VersionUse {
 	return out
 }
 
+// Definitions returns every definition version a run the log still holds
+// names: its own, and the one it was upgraded from (its last checkpoint
+// may still be under it). Retention keeps these (actors.Node.PruneVersions).
+func (ix *Runs) Definitions() map[string]bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := map[string]bool{}
+	for _, e := range ix.runs {
+		if e.Status == runtime.StatusPurged {
+			continue
+		}
+		for _, d := range []string{e.Definition, e.UpgradedFrom} {
+			if d != "" {
+				out[d] = true
+			}
+		}
+	}
+	return out
+}
+
 // Counts returns the number of runs by status.
 func (ix *Runs) Counts() map[runtime.CallStatus]int {
 	ix.mu.RLock()

@@ -68,6 +68,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// OnSweep is told what each sweep did (metrics); nil: nothing.
 	OnSweep func(Report)
+	// AfterSweep runs at the end of each sweep that ran, with the index
+	// caught up: what else the node keeps only for kept runs is pruned
+	// there (the definition versions no kept run names). Its error is
+	// logged; nil: nothing.
+	AfterSweep func(ctx context.Context) error
 }
 
 // Sweeper purges the sessions whose retention ran out, one sweep per
@@ -240,6 +245,11 @@ func (w *Sweeper) Sweep(ctx context.Context) (Report, error) {
 			continue
 		}
 		w.one(ctx, s, &rep)
+	}
+	if w.cfg.AfterSweep != nil && ctx.Err() == nil {
+		if err := w.cfg.AfterSweep(ctx); err != nil {
+			w.cfg.Logger.Warn("retention: after the sweep", "err", err)
+		}
 	}
 	return rep, ctx.Err()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/kvcap"
 	"github.com/cairn-agents/cairn/projections/runindex"
@@ -66,6 +67,13 @@ func startRetention(ctx context.Context, o serveOptions, a *app, ix *runindex.In
 			return kvcap.Forget(ctx, a.js, a.kv, sessionID)
 		},
 		Mine: a.node.Owns, Writable: a.node.PurgesWritable, Topology: a.node.Topology, Holder: a.node.MemberID(),
+		AfterSweep: func(ctx context.Context) error {
+			removed, err := a.node.PruneVersions(ctx, ix.Definitions(), actors.VersionGrace)
+			for _, id := range removed {
+				o.logger.Info("retention: definition version removed: no kept run names it", "version", id)
+			}
+			return err
+		},
 		Interval: o.retentionSweep, Logger: o.logger,
 	}
 	if o.metrics != nil {

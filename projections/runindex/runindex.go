@@ -66,6 +66,10 @@ func (ix *Index) Versions(owner string) map[string]map[string]projections.Versio
 	return ix.ix.Versions(owner)
 }
 
+// Definitions returns every definition version a kept run names
+// (projections.Runs.Definitions).
+func (ix *Index) Definitions() map[string]bool { return ix.ix.Definitions() }
+
 // Counts returns the number of runs by status.
 func (ix *Index) Counts() map[runtime.CallStatus]int { return ix.ix.Counts() }
 
