@@ -144,16 +144,40 @@ func LoadOrCreateCredentials(path string) (*Credentials, error) {
 	return c, nil
 }
 
+// NodeConsumers are the names of the durable consumers the node keeps on
+// the run log (actors' completion consumer): ReaderUser may not create,
+// change, delete, pull from or acknowledge on them. NATS permissions match
+// whole subject tokens, never part of one, so the node's consumers are
+// kept from the reader by their names, not by a prefix; cmd/node's
+// TestNodeDurablesAreReservedFromTheReader holds this list to the
+// durables a serving node keeps.
+func NodeConsumers() []string { return []string{"cairn_finished"} }
+
 // ReaderPermissions are ReaderUser's: read stream through JetStream
-// consumers (create, inspect, pull, acknowledge, delete; push consumers'
-// flow control), direct and API message gets and the stream's info, and
-// subscribe only to reply inboxes (_INBOX.>, where natscli and nats.go
-// receive replies and push deliveries). Nothing else may be published:
-// no subject of the log (cairn.>), no other stream or bucket, no other
-// JetStream API (no stream or consumer of another stream, no purge, no
-// delete).
+// consumers of its own (create, inspect, pull, acknowledge, delete; push
+// consumers' flow control), direct and API message gets and the stream's
+// info, and subscribe only to reply inboxes (_INBOX.>, where natscli and
+// nats.go receive replies and push deliveries). Consumers are created
+// with their name in the subject (nats.go's and natscli's way), so that
+// the node's (NodeConsumers), denied by name, are out of reach: the
+// legacy endpoint that takes the name from the request's body (which no
+// permission reads) is refused, as is everything on the node's consumers
+// but their info. Nothing else may be published: no subject of the log
+// (cairn.>), no other stream or bucket, no other JetStream API (no stream
+// or consumer of another stream, no purge, no delete).
 func ReaderPermissions(stream string) *server.Permissions {
 	api := "$JS.API."
+	var deny []string
+	for _, c := range NodeConsumers() {
+		deny = append(deny,
+			api+"CONSUMER.CREATE."+stream+"."+c,
+			api+"CONSUMER.CREATE."+stream+"."+c+".>",
+			api+"CONSUMER.DELETE."+stream+"."+c,
+			api+"CONSUMER.MSG.NEXT."+stream+"."+c,
+			"$JS.ACK."+stream+"."+c+".>",
+			"$JS.FC."+stream+"."+c+".>",
+		)
+	}
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			api + "INFO",
@@ -161,14 +185,13 @@ func ReaderPermissions(stream string) *server.Permissions {
 			api + "STREAM.MSG.GET." + stream,
 			api + "DIRECT.GET." + stream,
 			api + "DIRECT.GET." + stream + ".>",
-			api + "CONSUMER.CREATE." + stream,
 			api + "CONSUMER.CREATE." + stream + ".>",
 			api + "CONSUMER.INFO." + stream + ".>",
 			api + "CONSUMER.MSG.NEXT." + stream + ".>",
 			api + "CONSUMER.DELETE." + stream + ".>",
 			"$JS.ACK." + stream + ".>",
 			"$JS.FC." + stream + ".>",
-		}},
+		}, Deny: deny},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	}
 }
