@@ -82,9 +82,10 @@ func TestSinkEventsOfIsWhatTheSinkSaw(t *testing.T) {
 }
 
 // TestSinkToolCallNamesAreRedactedAndMarked (issue 49): a tool call's name
-// is the model's choice, so it reaches the sink redacted like its text (an
-// unknown tool named after a secret printed it on `node run`'s progress
-// and in /metrics); Offered tells the calls of the run's own tools from the
+// is the model's choice, so it reaches the sink and the next model request
+// redacted like its text (an unknown tool named after a secret printed it
+// on `node run`'s progress and in /metrics, and sent it to the model);
+// Offered tells the calls of the run's own tools from the
 // rest, so that a host can count them by name without counting the model's
 // inventions.
 func TestSinkToolCallNamesAreRedactedAndMarked(t *testing.T) {
@@ -105,5 +106,12 @@ func TestSinkToolCallNamesAreRedactedAndMarked(t *testing.T) {
 	want := map[string]bool{"leak_[REDACTED]": false, "run_js": true, "complete": true}
 	if !reflect.DeepEqual(offered, want) {
 		t.Fatalf("tool calls seen (name: offered) = %v, want %v", offered, want)
+	}
+	// The model is sent the name back with the call: redacted too (it
+	// was not: the planted-secret suite found it in the next request).
+	for i, req := range e.Model.Requests() {
+		if b, _ := json.Marshal(req); strings.Contains(string(b), secret) {
+			t.Errorf("model request %d carries the secret: %s", i, b)
+		}
 	}
 }

@@ -314,12 +314,12 @@ func (r *runner) redactAll(msgs []model.Message) []model.Message {
 			p.Meta = redactMeta(red, p.Meta)
 			if p.ToolCall != nil {
 				tc := *p.ToolCall
-				tc.Args = red(tc.Args)
+				tc.Name, tc.Args = red(tc.Name), red(tc.Args) // the name is the model's choice too
 				p.ToolCall = &tc
 			}
 			if p.ToolResult != nil {
 				tr := *p.ToolResult
-				tr.Content = red(tr.Content)
+				tr.Name, tr.Content = red(tr.Name), red(tr.Content)
 				p.ToolResult = &tr
 			}
 			parts = append(parts, p)
