@@ -1,9 +1,10 @@
 // Package jsexec is the JavaScript executor behind the run_js tool: a
-// jstool.Factory on github.com/dop251/goja. Each executor is one realm
-// scoped to one attempt of one run. A script is the body of an async
-// function; it calls the host only through the capabilities bound under a
-// frozen `caps` object, and its returned value comes back as JSON with its
-// console output and the attachments its callbacks returned.
+// jstool.Factory on github.com/dop251/goja. Each executor is scoped to one
+// attempt of one run, and runs each of its scripts in a realm of its own,
+// built for that script and dropped at its end. A script is the body of
+// an async function; it calls the host only through the capabilities
+// bound under a frozen `caps` object, and its returned value comes back as
+// JSON with its console output and the attachments its callbacks returned.
 //
 // # A minimal program
 //
@@ -29,7 +30,9 @@
 //     callback and nothing else.
 //  3. Create the executor lazily, on the first run_js of an attempt, and
 //     Close it on every exit (C41). Close is idempotent; Execute after Close
-//     returns ErrClosed.
+//     returns ErrClosed. The factory keeps idle workers while any of its
+//     executors is open and stops them when the last one closes, so a
+//     factory needs no closing of its own.
 //  4. Treat an error from Execute as an interrupted script (its callbacks
 //     may have taken effect, C20); a script that throws, times out or trips a
 //     limit is an Outcome with Failure set, a tool error (C21, C22).
@@ -54,25 +57,28 @@
 // waiting for its timeout; an unhandled promise rejection fails the script.
 // Positions in messages are those of the code as written.
 //
-// Globals persist between the scripts of one executor: assign to globalThis
-// (or an undeclared name) to keep a value; `let`, `const` and `var` are
-// local to the script. They are lost when the realm is replaced, and the
-// failure of the script after which it was replaced says so ("...; the
-// realm was reset and globals from earlier scripts are lost", or the
-// worker's "...; the JavaScript worker was restarted and globals from
-// earlier scripts are lost"); the next script runs in a fresh realm. A realm
-// is replaced after a script that timed out or tripped a limit while it ran
-// (memory, call stack, callbacks, pending callbacks, console output; not the
-// source, result and log bounds, which stop nothing), after a script
-// cancelled while running JavaScript (one cancelled while waiting for a
-// callback keeps it), after an engine panic, and when a worker died or was
-// killed or an in-process realm was abandoned inside a builtin. An
-// interrupted script can leave goja's VM broken (part of its call stack
-// stays behind, after which no promise job runs again, and every value the
-// script held stays reachable), so such a realm is never reused; a worker
-// also collects the old realm's heap before its next script. Nothing
-// survives the executor: the heap is never checkpointed and scripts are
-// never replayed (C42).
+// Each script runs in a fresh realm: nothing a script leaves in the realm
+// (globals, changed builtins, pending work) reaches the next script, of the
+// same attempt or of another run. A script that needs a value from an
+// earlier one gets it from that script's result (which the model has) or
+// from the host's resources. The heap is never checkpointed and scripts
+// are never replayed (C42). In ModeWorker a realm lives in a worker only
+// while its script runs, so an attempt waiting on its model, a child or a
+// timer holds no worker.
+//
+// A script can leave goja's VM broken when it is interrupted (part of its
+// call stack stays behind, after which no promise job runs again, and every
+// value the script held stays reachable). No realm runs a second script
+// anyway; in ModeWorker the worker itself is replaced after a script that
+// timed out or tripped a limit while it ran (memory, call stack,
+// callbacks, pending callbacks, console output; not the source, result and
+// log bounds, which stop nothing), after a script cancelled while running
+// JavaScript (one cancelled while waiting for a callback hands its worker
+// back), after an engine panic, and when the worker died or was killed, so
+// that nothing such a script left in the process (a heap grown to its
+// limit) meets another run's script. A worker that ran a script that
+// ended normally collects what the script left (when it is more than 1/16
+// of MemoryBytes) before it takes the next.
 //
 // # Bindings
 //
@@ -107,19 +113,26 @@
 //
 // # Modes
 //
-// ModeWorker (the default) runs each executor's realm in its own worker
-// process, started on the first Execute and spoken to over stdin/stdout with
-// length-prefixed JSON frames (see protocol.go). It is the default because
+// ModeWorker (the default) runs each script's realm in a worker process
+// leased from the factory's pool for that script alone, spoken to over
+// stdin/stdout with length-prefixed JSON frames (see protocol.go). The
+// pool holds at most WithWorkers processes (default DefaultWorkers(),
+// twice GOMAXPROCS and at least 4), whatever the number of runs: a script
+// that finds them all busy waits for one, first come first served, as long
+// as its context allows; workers start on demand, serve the scripts of
+// many runs one at a time, and are replaced after DefaultWorkerScripts
+// scripts (see pool.go). It is the default because
 // goja has no memory limit: a watchdog can interrupt allocation loops, but
 // one builtin allocation such as "x".repeat(2**31-1) or
 // new Array(2**32-1).fill(0) either succeeds at gigabytes or kills the whole
 // process with Go's "fatal error: out of memory", which no recover catches.
 // In a worker such a script kills only the worker, under an address-space
 // limit (RLIMIT_AS, set by the worker on itself at start; Linux): Execute
-// reports a "limit" failure ("memory limit exceeded ... globals from earlier
-// scripts are lost") and the next script starts a fresh worker. The same
-// holds for a script stuck in a builtin that Interrupt cannot reach (a
-// backtracking regular expression): past the deadline the worker is killed.
+// reports a "limit" failure ("memory limit exceeded ... the JavaScript
+// worker ran out of memory") and the pool starts a fresh worker for the
+// next script. The same holds for a script stuck in a builtin that
+// Interrupt cannot reach (a backtracking regular expression): past the
+// deadline the worker is killed.
 // Workers are always reaped, die with the parent (PDEATHSIG) and run in a
 // process group of their own (Linux), so a terminal's Ctrl-C reaches the host only
 // (which cancels the script and stops the worker itself). A worker that
@@ -127,20 +140,22 @@
 // failure that says how it died: "the JavaScript worker was killed by
 // signal SIGINT from outside Cairn", "... crashed with signal ...",
 // "... exited unexpectedly ...", never a guessed limit. A worker
-// costs ~6 ms to start, ~80 us per trivial script and ~110 us per callback
-// round trip (bench_test.go).
+// costs ~6 ms to start (once per DefaultWorkerScripts scripts while the
+// factory has an open executor), ~100 us per trivial script, a fresh
+// realm included, and ~110 us per callback round trip (bench_test.go).
 //
-// ModeInProcess runs the realm in the calling process: ~20 us per trivial
-// script and ~12 us per callback, but its memory watchdog bounds the growth of the whole process's
-// heap and cannot stop a single huge allocation, and a script stuck in a
-// builtin keeps a goroutine busy after Execute has returned (the realm is
-// abandoned to it). Use it for trusted scripts, tests and benchmarks.
+// ModeInProcess runs the realm in the calling process: ~70 us per trivial
+// script (~50 of them to build its realm) and ~12 us per callback, but its
+// memory watchdog bounds the growth of the whole process's heap and cannot
+// stop a single huge allocation, and a script stuck in a builtin keeps a
+// goroutine busy after Execute has returned (the realm is abandoned to
+// it). Use it for trusted scripts, tests and benchmarks.
 //
 // # Limits
 //
 // Each limit is a field of Limits (zero means the default); tripping one is
-// a Failure of kind "timeout" or "limit", never a crash, and a script that
-// tripped one while it ran gets its realm replaced (see Scripts):
+// a Failure of kind "timeout" or "limit", never a crash, and a worker whose
+// script tripped one while it ran is replaced (see Scripts):
 //
 //	Timeout              30 s     wall clock per script, awaited callbacks included
 //	MaxCallStackSize     5,000    frames
@@ -152,6 +167,9 @@
 //	MaxLogBytes          64 KiB   console bytes kept
 //	MaxConsoleBytes      4 MiB    console output written; past it the script fails
 //	MemoryBytes          256 MiB  heap (watchdog); worker address space = idle + 4x
+//
+// A script's time limit starts when a worker takes it, not while it waits
+// for one.
 //
 // The watchdog polls the heap every 2 ms, so a loop may overshoot the memory
 // limit before it is stopped. A context that ends interrupts the script;

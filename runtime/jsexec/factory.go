@@ -20,16 +20,20 @@ var ErrClosed = errors.New("jsexec: executor closed")
 // MaybeRunWorker?), or it broke the protocol.
 var ErrWorker = errors.New("jsexec: worker failed")
 
-// Factory allocates executors. It holds no resources itself: each executor
-// owns its realm (and, in ModeWorker, its worker process) until Close.
+// Factory allocates executors. In ModeWorker it owns the pool of worker
+// processes its executors' scripts run in (see WithWorkers); the pool
+// keeps workers only while an executor is open, so a factory whose
+// executors are all closed holds no process and needs no closing.
 type Factory struct {
-	s settings
+	s    settings
+	pool *pool // ModeWorker only
 }
 
 var _ jstool.Factory = (*Factory)(nil)
 
-// New returns a Factory. Without options it runs realms in worker
-// subprocesses of the current executable with DefaultLimits.
+// New returns a Factory. Without options it runs realms in at most
+// DefaultWorkers() worker subprocesses of the current executable with
+// DefaultLimits.
 func New(opts ...Option) (*Factory, error) {
 	s := defaultSettings()
 	for _, o := range opts {
@@ -47,7 +51,11 @@ func New(opts ...Option) (*Factory, error) {
 		}
 		s.workerPath = p
 	}
-	return &Factory{s: s}, nil
+	f := &Factory{s: s}
+	if s.mode == ModeWorker {
+		f.pool = newPool(s)
+	}
+	return f, nil
 }
 
 // Mode reports where the factory's realms live.
@@ -56,9 +64,13 @@ func (f *Factory) Mode() Mode { return f.s.mode }
 // Limits reports the per-script limits, defaults filled in.
 func (f *Factory) Limits() Limits { return f.s.limits }
 
+// Workers reports the bound on worker processes (ModeWorker).
+func (f *Factory) Workers() int { return f.s.workers }
+
 // NewExecutor returns an executor bound to cfg.Capabilities that calls
-// cfg.Invoke for every callback. It is cheap: an in-process realm takes
-// ~60 us, a worker starts on the first Execute. It fails when ctx has ended,
+// cfg.Invoke for every callback. It is cheap: it builds no realm and holds
+// no worker (each script gets a fresh realm, and in ModeWorker a worker
+// only while it runs). It fails when ctx has ended,
 // cfg has no Invoke, or a capability name is empty, has an empty dotted
 // segment, is repeated, or is both a function and a namespace ("kv" and
 // "kv.get").
@@ -69,7 +81,9 @@ func (f *Factory) Limits() Limits { return f.s.limits }
 // (the Outcome then has a "cancelled" failure and what was logged), and
 // ErrWorker when a worker cannot start or breaks the protocol. A script
 // that throws, times out, trips a limit or kills its worker is an Outcome
-// with Failure set and a nil error. Close is idempotent and returns nil.
+// with Failure set and a nil error. In ModeWorker a script that finds
+// every worker busy waits for one; ctx ending the wait is an interruption
+// like any other. Close is idempotent and returns nil.
 func (f *Factory) NewExecutor(ctx context.Context, cfg jstool.Config) (ex jstool.Executor, err error) {
 	defer func() {
 		if x := recover(); x != nil {
@@ -88,9 +102,9 @@ func (f *Factory) NewExecutor(ctx context.Context, cfg jstool.Config) (ex jstool
 	}
 	switch f.s.mode {
 	case ModeInProcess:
-		return newInProcess(f.s, names, cfg.Invoke)
+		return newInProcess(f.s, names, cfg.Invoke), nil
 	default:
-		return newWorkerExecutor(f.s, names, cfg.Invoke), nil
+		return newWorkerExecutor(f.s, f.pool, names, cfg.Invoke), nil
 	}
 }
 

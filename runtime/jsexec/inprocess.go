@@ -12,23 +12,25 @@ import (
 	"github.com/cairn-agents/cairn/runtime/jstool"
 )
 
-// inProcess is an executor whose realm lives in this process.
+// inProcess is an executor whose realms live in this process, a fresh one
+// for each script.
 type inProcess struct {
 	s      settings
 	caps   []string
 	invoke jstool.InvokeFunc
 
-	gate  // its mu guards realm and host
-	realm *realm
-	host  *realmHost // nil until the first Execute
+	gate            // its mu guards host
+	host *realmHost // nil until the first Execute, and after one abandoned
 }
 
-// realmHost is the goroutine that runs a realm's scripts, one at a time.
-// It lives as long as its realm, so the stack goja grows is reused from one
-// script to the next (a goroutine per script spent most of a trivial
-// script's time growing its stack).
+// realmHost is the goroutine that runs an executor's scripts, one at a
+// time, each in a realm it builds for it. It lives as long as the
+// executor (unless a script stuck in a builtin is abandoned to it), so the
+// stack goja grows is reused from one script to the next (a goroutine per
+// script spent most of a trivial script's time growing its stack).
 type realmHost struct {
-	r    *realm
+	caps []string
+	lim  Limits
 	reqs chan runReq
 }
 
@@ -40,8 +42,8 @@ type runReq struct {
 	done chan<- runOutput // buffered: the host never blocks on it
 }
 
-func startRealmHost(r *realm) *realmHost {
-	h := &realmHost{r: r, reqs: make(chan runReq)}
+func startRealmHost(caps []string, lim Limits) *realmHost {
+	h := &realmHost{caps: caps, lim: lim, reqs: make(chan runReq)}
 	go h.serve()
 	return h
 }
@@ -55,35 +57,35 @@ func (h *realmHost) serve() {
 func (h *realmHost) run(req runReq) (ro runOutput) {
 	defer func() {
 		if x := recover(); x != nil {
-			ro = runOutput{out: jstool.Outcome{Failure: &jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); %s", x, resetNote)}}, broken: true}
+			ro = runOutput{out: jstool.Outcome{Failure: &jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v)", x)}}, broken: true}
 		}
 	}()
-	ro.out, ro.err = h.r.run(req.ctx, req.s, req.io)
-	ro.broken = h.r.broken
+	// Built on demand: a realm built ahead (as workers do) would be one
+	// too many for the attempt's last script, and an attempt runs few.
+	r, err := newRealm(h.caps, h.lim, false)
+	if err != nil {
+		return runOutput{err: err, failed: true}
+	}
+	ro.out, ro.err = r.run(req.ctx, req.s, req.io)
+	ro.broken = r.broken
 	return ro
 }
 
 // stop ends the host once its current script, if any, returns.
 func (h *realmHost) stop() { close(h.reqs) }
 
-// dropRealm discards the realm and its host; the next Execute makes new
-// ones.
-func (e *inProcess) dropRealm() {
+// dropHost discards the host; the next Execute starts another.
+func (e *inProcess) dropHost() {
 	if e.host != nil {
 		e.host.stop()
 		e.host = nil
 	}
-	e.realm = nil
 }
 
 var _ jstool.Executor = (*inProcess)(nil)
 
-func newInProcess(s settings, caps []string, invoke jstool.InvokeFunc) (*inProcess, error) {
-	r, err := newRealm(caps, s.limits, false)
-	if err != nil {
-		return nil, err
-	}
-	return &inProcess{s: s, caps: caps, invoke: invoke, realm: r}, nil
+func newInProcess(s settings, caps []string, invoke jstool.InvokeFunc) *inProcess {
+	return &inProcess{s: s, caps: caps, invoke: invoke}
 }
 
 // runOutput is what a realm's run hands back to Execute.
@@ -91,13 +93,15 @@ type runOutput struct {
 	out    jstool.Outcome
 	err    error
 	broken bool
+	// failed says err is the host's: the realm could not be built.
+	failed bool
 }
 
-// Execute runs s. The realm runs on a goroutine of its own (its host) so
-// that Execute can return even when the script is stuck inside a builtin that Interrupt
-// cannot reach (a catastrophic regular expression, a giant sort): after the
-// grace period the realm is abandoned to finish on its own, and the next
-// script gets a fresh one.
+// Execute runs s in a fresh realm. The realm runs on a goroutine of its own
+// (its host) so that Execute can return even when the script is stuck
+// inside a builtin that Interrupt cannot reach (a catastrophic regular
+// expression, a giant sort): after the grace period the host and its realm
+// are abandoned to finish on their own, and the next script gets a new host.
 func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Outcome, err error) {
 	defer func() {
 		if x := recover(); x != nil {
@@ -110,13 +114,6 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 	}
 	defer exit()
 
-	if e.realm == nil {
-		r, err := newRealm(e.caps, e.s.limits, false)
-		if err != nil {
-			return jstool.Outcome{}, err
-		}
-		e.realm = r
-	}
 	lim := e.s.limits
 	// Callbacks may not outlive the script: their context ends when Execute
 	// returns. The deadline past the script's own leaves the timeout to the
@@ -184,7 +181,7 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 	}
 
 	if e.host == nil {
-		e.host = startRealmHost(e.realm)
+		e.host = startRealmHost(e.caps, lim)
 	}
 	done := make(chan runOutput, 1)
 	e.host.reqs <- runReq{ctx: ectx, s: s, io: io, done: done}
@@ -195,16 +192,13 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 	for {
 		select {
 		case ro := <-done:
-			if ro.broken {
-				e.dropRealm()
+			if ro.failed {
+				return jstool.Outcome{}, ro.err
 			}
 			if ro.err == nil && ectx.Err() != nil {
 				// A callback failed because of the cancellation and the
 				// script ended before the watchdog saw it: still cancelled.
 				ro.out.Failure = cancelledOutcome(ectx).Failure
-				if ro.broken {
-					ro.out.Failure.Message += "; " + resetNote
-				}
 				ro.err = fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ectx))
 			}
 			if ro.err != nil {
@@ -216,11 +210,11 @@ func (e *inProcess) Execute(ctx context.Context, s jstool.Script) (out jstool.Ou
 			hard.Reset(e.s.grace)
 		case <-hard.C:
 			// Stuck in a builtin: abandon the realm to its goroutine.
-			e.dropRealm()
+			e.dropHost()
 			if ectx.Err() != nil {
 				return cancelledOutcome(ectx), e.cancelled(ectx, fmt.Errorf("jsexec: script interrupted: %w", context.Cause(ectx)))
 			}
-			return jstool.Outcome{Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s inside a builtin that cannot be interrupted; the realm was discarded and its globals are lost", lim.Timeout)}}, nil
+			return jstool.Outcome{Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s inside a builtin that cannot be interrupted; its realm was abandoned", lim.Timeout)}}, nil
 		}
 	}
 }
@@ -238,7 +232,7 @@ func (e *inProcess) cancelled(ectx context.Context, err error) error {
 	return err
 }
 
-// Close releases the realm, interrupting a running script. It is
+// Close stops the realm host, interrupting a running script. It is
 // idempotent and returns nil.
 func (e *inProcess) Close() (err error) {
 	defer func() {
@@ -246,7 +240,7 @@ func (e *inProcess) Close() (err error) {
 			err = fmt.Errorf("jsexec: close: internal error: %v", x)
 		}
 	}()
-	e.close(e.dropRealm)
+	e.close(e.dropHost)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -12,10 +13,11 @@ import (
 type Mode int
 
 const (
-	// ModeWorker runs each executor's realm in a worker subprocess (the
+	// ModeWorker runs each script's realm in a worker subprocess (the
 	// current binary re-executed, see MaybeRunWorker) under an OS address
-	// space limit, spoken to over pipes. It is the default: it is the only
-	// mode that survives a script allocating without bound.
+	// space limit, spoken to over pipes; a bounded pool of workers serves
+	// every executor of the factory (WithWorkers). It is the default: it
+	// is the only mode that survives a script allocating without bound.
 	ModeWorker Mode = iota
 	// ModeInProcess runs the realm in the calling process. It is faster but
 	// cannot bound memory (see the package documentation): use it for trusted
@@ -69,9 +71,10 @@ type Limits struct {
 	// or not; past it the script fails with a limit failure. Default 4 MiB.
 	MaxConsoleBytes int
 	// MemoryBytes bounds the JavaScript heap. In ModeWorker it is the worker
-	// process's heap (a watchdog interrupts the script past it) and sets the
-	// worker's address-space limit (its idle size plus 4 x MemoryBytes),
-	// which stops single huge allocations by killing the worker. In
+	// process's heap (a watchdog interrupts the script past it; a worker
+	// runs one script at a time) and sets the worker's address-space limit
+	// (its idle size plus 4 x MemoryBytes), which stops single huge
+	// allocations by killing the worker. In
 	// ModeInProcess it is the growth of the whole process's heap during the
 	// script, checked by the same watchdog, which cannot stop a single huge
 	// builtin allocation. Default 256 MiB.
@@ -177,7 +180,26 @@ type settings struct {
 	grace time.Duration
 	// startTimeout bounds a worker's start and handshake.
 	startTimeout time.Duration
+	// workers bounds the worker processes alive at once (ModeWorker).
+	workers int
+	// workerScripts is how many scripts a worker runs before it is
+	// replaced.
+	workerScripts int
 }
+
+// DefaultWorkerScripts is how many scripts a worker runs before the pool
+// replaces it: a bound on what any slow leak of the engine can gather. A
+// worker starts in ~6 ms, ~6 us a script spread over this many.
+const DefaultWorkerScripts = 1000
+
+// DefaultWorkers returns the default bound on worker processes: twice the
+// CPUs the Go runtime uses (GOMAXPROCS), and at least 4. A worker holds
+// its slot while a script runs, including while the script awaits its
+// capability calls, so more workers than CPUs keep scripts that wait on
+// slow backends from holding up the others; each worker costs its idle
+// size (~15 MB resident) and up to its memory limit while a script
+// allocates.
+func DefaultWorkers() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
 // defaultGrace is settings.grace unless a test shortens it.
 const defaultGrace = 2 * time.Second
@@ -232,12 +254,28 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithWorkers bounds the worker processes alive at once in ModeWorker,
+// whatever the number of executors: a script that finds every worker busy
+// waits for one (as long as its context allows) rather than starting
+// another. n must be at least 1. Default DefaultWorkers().
+func WithWorkers(n int) Option {
+	return func(s *settings) error {
+		if n < 1 {
+			return fmt.Errorf("jsexec: %d workers: at least 1 is needed", n)
+		}
+		s.workers = n
+		return nil
+	}
+}
+
 func defaultSettings() settings {
 	return settings{
-		mode:         ModeWorker,
-		limits:       DefaultLimits(),
-		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-		grace:        defaultGrace,
-		startTimeout: 10 * time.Second,
+		mode:          ModeWorker,
+		limits:        DefaultLimits(),
+		log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		grace:         defaultGrace,
+		startTimeout:  10 * time.Second,
+		workers:       DefaultWorkers(),
+		workerScripts: DefaultWorkerScripts,
 	}
 }

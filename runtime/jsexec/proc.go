@@ -45,10 +45,14 @@ type proc struct {
 	killOnce   sync.Once
 	hostKilled bool // kill signalled it before it exited; written in killOnce
 	ready      *frame
+
+	// Written by the worker's leaseholder only (see pool).
+	nextID  uint64 // the last script ID sent: IDs are unique over its life
+	scripts int    // scripts sent
 }
 
 // startProc starts a worker and completes the handshake.
-func startProc(ctx context.Context, s settings, caps []string) (*proc, error) {
+func startProc(ctx context.Context, s settings) (*proc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: pipe: %w", ErrWorker, err)
@@ -101,7 +105,7 @@ func startProc(ctx context.Context, s settings, caps []string) (*proc, error) {
 	go p.readStderr(errR)
 
 	lim := s.limits
-	if err := p.send(&frame{T: frameInit, Limits: &lim, Caps: caps}, time.Now().Add(s.startTimeout)); err != nil {
+	if err := p.send(&frame{T: frameInit, Limits: &lim}, time.Now().Add(s.startTimeout)); err != nil {
 		p.kill()
 		return nil, fmt.Errorf("%w: %w", ErrWorker, err)
 	}
@@ -180,6 +184,15 @@ func (p *proc) readStderr(r *os.File) {
 			return
 		}
 	}
+}
+
+// clearStderr forgets what the worker printed before: a worker that
+// serves many scripts explains a death by what it printed during the
+// script that died.
+func (p *proc) clearStderr() {
+	p.stderrMu.Lock()
+	p.stderr = p.stderr[:0]
+	p.stderrMu.Unlock()
 }
 
 func (p *proc) noteStderr(s string) {
@@ -284,7 +297,7 @@ func (p *proc) outOfMemory() bool {
 func (p *proc) deathFailure(memoryBytes int64) *jstool.Failure {
 	note := p.deathNote()
 	if p.outOfMemory() {
-		return &jstool.Failure{Kind: "limit", Message: fmt.Sprintf("memory limit exceeded (%d MiB): the JavaScript worker ran out of memory and was stopped (%s); %s", memoryBytes>>20, note, lostGlobals)}
+		return &jstool.Failure{Kind: "limit", Message: fmt.Sprintf("memory limit exceeded (%d MiB): the JavaScript worker ran out of memory and was stopped (%s)", memoryBytes>>20, note)}
 	}
 	var msg string
 	sig, fault := exitSignal(p.cmd.ProcessState)
@@ -300,5 +313,5 @@ func (p *proc) deathFailure(memoryBytes int64) *jstool.Failure {
 	default:
 		msg = fmt.Sprintf("the JavaScript worker exited unexpectedly (%s)", note)
 	}
-	return &jstool.Failure{Kind: "exception", Message: msg + "; " + lostGlobals}
+	return &jstool.Failure{Kind: "exception", Message: msg}
 }

@@ -12,16 +12,19 @@ import (
 // The worker protocol: each frame is a 4-byte big-endian length and that
 // many bytes of JSON (a frame). The parent speaks first:
 //
-//	parent -> worker   init     limits and capability names
+//	parent -> worker   init     limits
 //	worker -> parent   ready    the worker's pid and address-space limit
-//	parent -> worker   exec     one script (id, call ID, code)
+//	parent -> worker   exec     one script (id, call ID, code, capability names)
 //	worker -> parent   callback a capability call of script id (seq, name, args)
 //	parent -> worker   cbr      that call's result (value, or error text)
 //	parent -> worker   cancel   stop script id (ctx ended)
 //	worker -> parent   result   script id's outcome
 //
-// One script runs at a time. Attachments never cross: the parent keeps the
-// attachments of the values it hands back.
+// One script runs at a time, each in a realm of its own that binds the
+// exec frame's capabilities; script ids are unique over the worker's life,
+// which spans the scripts of many runs (see pool.go), so a frame about an
+// earlier script never reaches a later one. Attachments never cross: the
+// parent keeps the attachments of the values it hands back.
 const (
 	frameInit     = "init"
 	frameReady    = "ready"
@@ -38,8 +41,7 @@ type frame struct {
 	ID uint64 `json:"id,omitempty"`
 
 	// init
-	Limits *Limits  `json:"limits,omitempty"`
-	Caps   []string `json:"caps,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
 	// ready
 	PID        int    `json:"pid,omitempty"`
 	AddrLimit  uint64 `json:"addr_limit,omitempty"`
@@ -47,8 +49,10 @@ type frame struct {
 	LimitError string `json:"limit_error,omitempty"`
 
 	// exec; Code is bytes so that it crosses exactly, valid UTF-8 or not.
-	CallID string `json:"call_id,omitempty"`
-	Code   []byte `json:"code,omitempty"`
+	// Caps are the names the script's realm binds (validated, sorted).
+	CallID string   `json:"call_id,omitempty"`
+	Code   []byte   `json:"code,omitempty"`
+	Caps   []string `json:"caps,omitempty"`
 
 	// callback and cbr
 	Seq        int             `json:"seq,omitempty"`
@@ -58,8 +62,8 @@ type frame struct {
 	Failed     bool            `json:"failed,omitempty"`
 	Error      string          `json:"error,omitempty"`
 
-	// result; Reset says the worker replaced the script's realm (the
-	// outcome's failure says so too).
+	// result; Reset says the script left its realm unfit for another
+	// (see realm.broken): the worker is not given another script.
 	Outcome   *wireOutcome `json:"outcome,omitempty"`
 	Cancelled bool         `json:"cancelled,omitempty"`
 	Reset     bool         `json:"reset,omitempty"`

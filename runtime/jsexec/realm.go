@@ -28,14 +28,6 @@ const (
 // maxMessageBytes bounds a failure message built from a thrown value.
 const maxMessageBytes = 8 << 10
 
-// resetNote ends the failure of a script after which its realm is replaced:
-// one that tripped a limit or timed out, or was interrupted while running
-// JavaScript. Such a script can leave the realm broken (goja keeps part of
-// the interrupted call stack, after which no promise job runs again, and
-// with it every value the script held), so the realm is discarded and the
-// next script gets a fresh one.
-const resetNote = "the realm was reset and globals from earlier scripts are lost"
-
 // helperSource runs once per realm before any script, so the builtins it
 // captures are the originals whatever a script later does to the globals.
 // describe renders any value as text for console lines and failure
@@ -130,10 +122,15 @@ type realm struct {
 	walks                                  []*jsonWalk
 
 	cur *scriptRun
-	// broken is set when the script just run leaves the realm unfit for
-	// another (see resetNote), or after a Go panic escaped goja mid-script
-	// (the VM's state is unknown): its owner must replace the realm, and
-	// the script's failure says so.
+	// broken is set when the script tripped a limit or timed out, was
+	// interrupted while running JavaScript, or let a Go panic escape goja
+	// (the VM's state is unknown). An interrupted script can leave goja's
+	// VM broken (part of its call stack stays behind, after which no
+	// promise job runs again, and every value the script held stays
+	// reachable). No realm runs a second script anyway; a worker whose
+	// realm broke is not given another script, so that nothing such a
+	// script left in the process (a heap grown to the limit) meets the
+	// script of another run.
 	broken bool
 }
 
@@ -166,6 +163,68 @@ type scriptRun struct {
 
 // newRealm builds a realm binding caps (validated, sorted names).
 func newRealm(caps []string, lim Limits, absoluteHeap bool) (*realm, error) {
+	r, err := newBareRealm(lim, absoluteHeap)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.bindCaps(caps); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// spare builds realms ahead of the scripts that take them, one at a time
+// on a goroutine of its own: building a realm (goja's builtins, the
+// helpers) costs ~60 us, which then overlaps the script before, or the
+// wait for the next.
+type spare struct {
+	lim          Limits
+	absoluteHeap bool
+	built        chan builtRealm // capacity 1: the build never blocks
+}
+
+type builtRealm struct {
+	r   *realm
+	err error
+}
+
+// newSpare starts building the first realm.
+func newSpare(lim Limits, absoluteHeap bool) *spare {
+	s := &spare{lim: lim, absoluteHeap: absoluteHeap, built: make(chan builtRealm, 1)}
+	s.build()
+	return s
+}
+
+func (s *spare) build() {
+	go func() {
+		r, err := newBareRealm(s.lim, s.absoluteHeap)
+		s.built <- builtRealm{r, err}
+	}()
+}
+
+// take returns the realm built ahead, waiting for its build to end, with
+// caps bound, and starts building the next.
+func (s *spare) take(caps []string) (*realm, error) {
+	b := <-s.built
+	s.build()
+	if b.err != nil {
+		return nil, b.err
+	}
+	if err := b.r.bindCaps(caps); err != nil {
+		return nil, err
+	}
+	return b.r, nil
+}
+
+// warmProgram runs in every realm as it is built, so that what every
+// script uses (an async function and its promise) is made then, not on
+// the script's time.
+var warmProgram = goja.MustCompile("warm", "(async function () {})()", false)
+
+// newBareRealm builds a realm with its helpers and console but no caps: a
+// worker builds the next script's realm while it waits for that script,
+// and binds the script's capabilities when it comes.
+func newBareRealm(lim Limits, absoluteHeap bool) (*realm, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(lim.MaxCallStackSize)
 	r := &realm{vm: vm, lim: lim, absoluteHeap: absoluteHeap}
@@ -224,8 +283,8 @@ func newRealm(caps []string, lim Limits, absoluteHeap bool) (*realm, error) {
 	if err := vm.Set("console", console); err != nil {
 		return nil, fmt.Errorf("jsexec: bind console: %w", err)
 	}
-	if err := r.bindCaps(caps); err != nil {
-		return nil, err
+	if _, err := vm.RunProgram(warmProgram); err != nil {
+		return nil, fmt.Errorf("jsexec: warm the realm: %w", err)
 	}
 	vm.SetPromiseRejectionTracker(r.trackRejection)
 	return r, nil
@@ -298,10 +357,8 @@ func (r *realm) run(ctx context.Context, s jstool.Script, io runIO) (out jstool.
 	defer func() {
 		if x := recover(); x != nil {
 			r.broken = true
-			out = sr.outcome(&jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v); %s", x, resetNote)})
+			out = sr.outcome(&jstool.Failure{Kind: "exception", Message: fmt.Sprintf("internal error in the JavaScript engine (%v)", x)})
 			err = nil
-		} else if r.broken && out.Failure != nil {
-			out.Failure.Message += "; " + resetNote
 		}
 		sr.w.stop()
 		r.vm.ClearInterrupt()
@@ -507,10 +564,11 @@ func (r *realm) fail(ctx context.Context, sr *scriptRun, err error) (jstool.Outc
 }
 
 // stopped is the outcome of a script the watchdog or a limit stopped. A
-// limit or a timeout replaces the realm even when the script was stopped
-// while waiting for callbacks (nothing of the VM to repair then, but one
-// rule is simpler to state, and frees what the script held); a
-// cancellation does so only when it unwound the VM (fail).
+// limit or a timeout marks the realm broken even when the script was
+// stopped while waiting for callbacks (nothing of the VM to repair then,
+// but one rule is simpler to state, and a worker whose heap reached the
+// limit is replaced); a cancellation does so only when it unwound the VM
+// (fail).
 func (r *realm) stopped(ctx context.Context, sr *scriptRun, st *stop) (jstool.Outcome, error) {
 	if st.kind != "cancelled" {
 		r.broken = true

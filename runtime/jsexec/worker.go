@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"sync"
 
@@ -85,7 +84,12 @@ func (st *workerState) cancelIf(id uint64) {
 }
 
 // runWorker serves the protocol on stdin and stdout and returns the exit
-// code.
+// code. A worker serves the scripts of many runs, one at a time, each in a
+// realm built for it alone: the next script's realm is built ahead (see
+// spare; its capabilities come with the script), and dropped when the
+// script ends. Before it waits again, the worker collects what a large
+// script left, so that another run's script finds the heap as the worker
+// started it (the heap watchdog bounds this whole process's heap).
 func runWorker() int {
 	out, err := protocolOut()
 	if err != nil {
@@ -109,14 +113,13 @@ func runWorker() int {
 	if lerr != nil {
 		ready.LimitError = lerr.Error()
 	}
-	r, err := newRealm(init.Caps, lim, true)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "jsexec worker:", err)
-		return 3
-	}
+	realms := newSpare(lim, true)
 	if err := writeFrame(out, ready); err != nil {
 		return 3
 	}
+	// base is the heap between scripts: what a script leaves above it
+	// beyond a little slack is collected before the next script.
+	base := heapBytes()
 
 	st := &workerState{}
 	execs := make(chan *frame, 1)
@@ -155,33 +158,46 @@ func runWorker() int {
 		case <-eof:
 			return 0
 		case f := <-execs:
-			ctx, cancel := context.WithCancel(context.Background())
-			results := make(chan callResult, lim.MaxPendingCallbacks)
-			st.begin(f.ID, results, cancel)
-			id := f.ID
-			io := runIO{
-				dispatch: func(seq int, capability string, args json.RawMessage) error {
-					return writeFrame(out, &frame{T: frameCallback, ID: id, Seq: seq, Capability: capability, Args: args})
-				},
-				results: fixed(results),
-			}
-			o, rerr := r.run(ctx, jstool.Script{CallID: f.CallID, Code: string(f.Code)}, io)
-			st.end()
-			cancel()
-			reset := r.broken
-			if reset {
-				// The old realm's heap goes before the next script's
-				// watchdog, which bounds this whole process's heap, reads it.
-				r = nil
-				runtime.GC()
-				if r, err = newRealm(init.Caps, lim, true); err != nil {
-					fmt.Fprintln(os.Stderr, "jsexec worker:", err)
-					return 3
-				}
-			}
-			if err := writeFrame(out, &frame{T: frameResult, ID: id, Outcome: toWire(o), Cancelled: rerr != nil, Reset: reset}); err != nil {
+			r, err := realms.take(f.Caps)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "jsexec worker:", err)
 				return 3
+			}
+			o, rerr, reset := runExec(r, f, lim, out, st)
+			r = nil
+			if err := writeFrame(out, &frame{T: frameResult, ID: f.ID, Outcome: toWire(o), Cancelled: rerr != nil, Reset: reset}); err != nil {
+				return 3
+			}
+			if !reset && heapBytes() > base+heapSlack(lim) {
+				// The realm is garbage now: collect it (and return its
+				// pages) before another run's script is measured against
+				// the limit. (After a reset the parent kills the worker.)
+				debug.FreeOSMemory()
 			}
 		}
 	}
+}
+
+// heapSlack is how far past its base the heap may be left between
+// scripts: garbage the next script's watchdog counts, up to 1/16 of the
+// limit.
+func heapSlack(lim Limits) uint64 { return uint64(lim.MemoryBytes / 16) }
+
+// runExec runs the script of an exec frame in r. reset says r broke (a
+// worker whose realm broke is not given another script).
+func runExec(r *realm, f *frame, lim Limits, out io.Writer, st *workerState) (o jstool.Outcome, rerr error, reset bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make(chan callResult, lim.MaxPendingCallbacks)
+	st.begin(f.ID, results, cancel)
+	defer st.end()
+	id := f.ID
+	rio := runIO{
+		dispatch: func(seq int, capability string, args json.RawMessage) error {
+			return writeFrame(out, &frame{T: frameCallback, ID: id, Seq: seq, Capability: capability, Args: args})
+		},
+		results: fixed(results),
+	}
+	o, rerr = r.run(ctx, jstool.Script{CallID: f.CallID, Code: string(f.Code)}, rio)
+	return o, rerr, r.broken
 }

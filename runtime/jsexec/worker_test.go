@@ -16,21 +16,20 @@ import (
 
 // TestWorkerDeathRestarts: a single allocation past the address-space
 // limit kills the worker (Go's "fatal error: out of memory", which no
-// recover catches); the script fails with a memory limit failure that says
-// the globals are lost, the dead worker is reaped, and the next script runs
-// in a fresh worker.
+// recover catches); the script fails with a memory limit failure, the dead
+// worker is reaped, and the next script runs in a fresh worker.
 func TestWorkerDeathRestarts(t *testing.T) {
 	leakCheck(t)
 	ex := newTestExecutor(t, newTestFactory(t, ModeWorker, Limits{}), newFake())
 	w := ex.(*workerExecutor)
-	checkStep(t, run(t, ex, "g", `globalThis.kept = 1; return kept`), step{want: `1`})
+	checkStep(t, run(t, ex, "g", `return 1`), step{want: `1`})
 	first := w.pid()
 	out := run(t, ex, "bomb", `return "x".repeat(2**31 - 1).length`)
-	checkStep(t, out, step{kind: "limit", says: []string{"memory limit exceeded", "globals from earlier scripts are lost"}})
+	checkStep(t, out, step{kind: "limit", says: []string{"memory limit exceeded", "ran out of memory"}})
 	if !processGone(first) {
 		t.Errorf("dead worker %d not reaped", first)
 	}
-	checkStep(t, run(t, ex, "after", `return typeof kept`), step{want: `"undefined"`})
+	checkStep(t, run(t, ex, "after", `return 2`), step{want: `2`})
 	if second := w.pid(); second == first || second == 0 {
 		t.Errorf("worker pid %d after restart, was %d", second, first)
 	}
@@ -51,7 +50,7 @@ func TestWorkerKilledMidScript(t *testing.T) {
 		}
 	}
 	out := run(t, ex, "k", `await caps.echo({}); await caps.hang({}); return 1`)
-	checkStep(t, out, step{kind: "exception", says: []string{"the JavaScript worker was killed by signal SIGKILL from outside Cairn", "globals from earlier scripts are lost"}})
+	checkStep(t, out, step{kind: "exception", says: []string{"the JavaScript worker was killed by signal SIGKILL from outside Cairn"}})
 	if strings.Contains(out.Failure.Message, "resource limit") {
 		t.Errorf("failure message %q blames a resource limit", out.Failure.Message)
 	}
@@ -101,7 +100,7 @@ func TestWorkerInterruptedFromOutside(t *testing.T) {
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
-	checkStep(t, out, step{kind: "exception", says: []string{"the JavaScript worker was killed by signal SIGINT from outside Cairn", "globals from earlier scripts are lost"}})
+	checkStep(t, out, step{kind: "exception", says: []string{"the JavaScript worker was killed by signal SIGINT from outside Cairn"}})
 	for _, s := range []string{"resource limit", "memory"} {
 		if strings.Contains(out.Failure.Message, s) {
 			t.Errorf("failure message %q says %q", out.Failure.Message, s)
@@ -208,13 +207,13 @@ func TestFrames(t *testing.T) {
 	}
 }
 
-// TestWorkerDiedWhileIdle: a worker killed between scripts is replaced
-// before the next script, which runs normally (its globals are gone).
+// TestWorkerDiedWhileIdle: a worker killed while it waits in the pool is
+// replaced before the next script, which runs normally.
 func TestWorkerDiedWhileIdle(t *testing.T) {
 	leakCheck(t)
 	ex := newTestExecutor(t, newTestFactory(t, ModeWorker, Limits{}), newFake())
 	w := ex.(*workerExecutor)
-	run(t, ex, "g", `globalThis.kept = 1; return 0`)
+	run(t, ex, "g", `return 0`)
 	pid := w.pid()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -226,5 +225,8 @@ func TestWorkerDiedWhileIdle(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	checkStep(t, run(t, ex, "after", `return typeof kept`), step{want: `"undefined"`})
+	checkStep(t, run(t, ex, "after", `return 1`), step{want: `1`})
+	if w.pid() == pid {
+		t.Errorf("the dead worker %d ran the next script", pid)
+	}
 }

@@ -11,36 +11,34 @@ import (
 	"github.com/cairn-agents/cairn/runtime/model"
 )
 
-// workerExecutor is an executor whose realm lives in a worker process. The
-// worker starts on the first Execute and again after it died or was killed
-// (the globals are lost then, and the failure says so).
+// workerExecutor is an executor whose scripts run in the factory's worker
+// processes. It holds no worker of its own: each Execute leases one from
+// the pool for its script and hands it back at the end (see pool).
 type workerExecutor struct {
 	s      settings
+	pool   *pool
 	caps   []string
 	capSet map[string]bool
 	invoke jstool.InvokeFunc
 
-	gate   // its mu guards proc and nextID
-	proc   *proc
-	nextID uint64
+	gate // serializes Execute and Close
 
-	lastPID atomic.Int64 // the latest worker's pid, for tests
+	lastPID atomic.Int64 // the pid of the worker of the latest script, for tests
 }
 
 var _ jstool.Executor = (*workerExecutor)(nil)
 
-func newWorkerExecutor(s settings, caps []string, invoke jstool.InvokeFunc) *workerExecutor {
+func newWorkerExecutor(s settings, pl *pool, caps []string, invoke jstool.InvokeFunc) *workerExecutor {
 	set := make(map[string]bool, len(caps))
 	for _, c := range caps {
 		set[c] = true
 	}
-	return &workerExecutor{s: s, caps: caps, capSet: set, invoke: invoke}
+	pl.opened()
+	return &workerExecutor{s: s, pool: pl, caps: caps, capSet: set, invoke: invoke}
 }
 
-// lostGlobals ends every failure that replaced the worker.
-const lostGlobals = "the JavaScript worker was restarted and globals from earlier scripts are lost"
-
-// Execute runs s in the worker, answering its callbacks with Invoke.
+// Execute runs s in a fresh realm in a worker leased for it, answering its
+// callbacks with Invoke.
 func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jstool.Outcome, err error) {
 	defer func() {
 		if x := recover(); x != nil {
@@ -57,34 +55,22 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 	if len(s.Code) > lim.MaxSourceBytes {
 		return limitOutcome(fmt.Sprintf("the script is %d bytes; the limit is %d bytes", len(s.Code), lim.MaxSourceBytes)), nil
 	}
-	if e.proc != nil {
-		select {
-		case <-e.proc.exited:
-			// It died while idle (killed from outside): the script about
-			// to run is not to blame.
-			e.s.log.Warn("jsexec: idle worker died", "pid", e.proc.pid, "note", e.proc.deathNote())
-			e.proc.kill()
-			e.proc = nil
-		default:
+	p, err := e.pool.acquire(ectx)
+	if err != nil {
+		if ectx.Err() != nil {
+			return cancelledOutcome(ectx), e.interrupted(ectx)
 		}
+		return jstool.Outcome{}, err
 	}
-	if e.proc == nil {
-		p, err := startProc(ectx, e.s, e.caps)
-		if err != nil {
-			if context.Cause(ectx) == ErrClosed {
-				return jstool.Outcome{}, ErrClosed
-			}
-			return jstool.Outcome{}, err
-		}
-		e.proc = p
-		e.lastPID.Store(int64(p.pid))
-	}
-	p := e.proc
-	e.nextID++
-	id := e.nextID
+	e.lastPID.Store(int64(p.pid))
+	keep := false // set once the worker has answered with the script's result
+	defer func() { e.pool.release(p, keep) }()
+	p.nextID++
+	p.scripts++
+	id := p.nextID
 	start := time.Now()
 	hardline := start.Add(lim.Timeout + e.s.grace)
-	if err := p.send(&frame{T: frameExec, ID: id, CallID: s.CallID, Code: []byte(s.Code)}, hardline); err != nil {
+	if err := p.send(&frame{T: frameExec, ID: id, CallID: s.CallID, Code: []byte(s.Code), Caps: e.caps}, hardline); err != nil {
 		return e.died(ectx, p, nil)
 	}
 
@@ -128,6 +114,7 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 					}
 				}(f.Seq, f.Capability, f.Args)
 			case f.T == frameResult && f.ID == id:
+				keep = !f.Reset
 				o := f.Outcome.outcome()
 				o.Attachments = attachments
 				if ectx.Err() != nil {
@@ -135,9 +122,6 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 					// finished (perhaps because a callback failed with the
 					// cancellation) counts as interrupted.
 					o.Failure = cancelledOutcome(ectx).Failure
-					if f.Reset {
-						o.Failure.Message += "; " + resetNote
-					}
 					return o, e.interrupted(ectx)
 				}
 				return o, nil
@@ -170,7 +154,6 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 			cancelled = true
 			if context.Cause(ectx) == ErrClosed {
 				p.kill()
-				e.proc = nil
 				return jstool.Outcome{Attachments: attachments}, e.interrupted(ectx)
 			}
 			if err := p.send(&frame{T: frameCancel, ID: id}, time.Now().Add(e.s.grace)); err != nil {
@@ -179,13 +162,12 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 			hard.Reset(e.s.grace)
 		case <-hard.C:
 			p.kill()
-			e.proc = nil
 			if ectx.Err() != nil {
 				o := cancelledOutcome(ectx)
 				o.Attachments = attachments
 				return o, e.interrupted(ectx)
 			}
-			return jstool.Outcome{Attachments: attachments, Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s and did not stop, so Cairn killed its JavaScript worker; %s", lim.Timeout, lostGlobals)}}, nil
+			return jstool.Outcome{Attachments: attachments, Failure: &jstool.Failure{Kind: "timeout", Message: fmt.Sprintf("the script exceeded its time limit of %s and did not stop, so Cairn killed its JavaScript worker", lim.Timeout)}}, nil
 		}
 	}
 }
@@ -193,7 +175,6 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 // died handles a worker that exited or broke its pipe mid-script.
 func (e *workerExecutor) died(ectx context.Context, p *proc, attachments []model.Attachment) (jstool.Outcome, error) {
 	p.dead(e.s.grace)
-	e.proc = nil
 	if ectx.Err() != nil {
 		o := cancelledOutcome(ectx)
 		o.Attachments = attachments
@@ -207,7 +188,6 @@ func (e *workerExecutor) died(ectx context.Context, p *proc, attachments []model
 // violation kills a worker that broke the protocol.
 func (e *workerExecutor) violation(p *proc, what string) (jstool.Outcome, error) {
 	p.kill()
-	e.proc = nil
 	return jstool.Outcome{}, fmt.Errorf("%w: protocol violation: %s", ErrWorker, what)
 }
 
@@ -220,22 +200,19 @@ func (e *workerExecutor) interrupted(ectx context.Context) error {
 	return fmt.Errorf("jsexec: script interrupted: %w", cause)
 }
 
-// Close kills the worker, interrupting a running script, and reaps it. It
-// is idempotent and returns nil.
+// Close interrupts a running script (its worker is killed and reaped) and
+// lets the pool stop its idle workers if no other executor is open. It is
+// idempotent and returns nil.
 func (e *workerExecutor) Close() (err error) {
 	defer func() {
 		if x := recover(); x != nil {
 			err = fmt.Errorf("jsexec: close: internal error: %v", x)
 		}
 	}()
-	e.close(func() {
-		if e.proc != nil {
-			e.proc.kill()
-			e.proc = nil
-		}
-	})
+	e.close(e.pool.closed)
 	return nil
 }
 
-// pid is the latest worker's process ID, 0 before the first (tests).
+// pid is the process ID of the worker of the latest script, 0 before the
+// first (tests).
 func (e *workerExecutor) pid() int { return int(e.lastPID.Load()) }

@@ -107,7 +107,7 @@ func Definition(caps []CapabilityInfo) model.ToolDef {
 	b.WriteString("It has no network, filesystem, process, environment or timers. ")
 	b.WriteString("Call capabilities as `await caps.<name>(args)`; each takes one JSON object checked against its schema. ")
 	b.WriteString("`return` a JSON-serializable value: it is the tool result, with console output. ")
-	b.WriteString("Globals may persist between scripts of one attempt but are lost on any restart: keep state in your results, not in the realm. ")
+	b.WriteString("Each script runs in a fresh realm: nothing it leaves in globals reaches the next script, so return what you need. ")
 	b.WriteString("If a script fails, do not repeat callbacks that already completed.")
 	if len(caps) == 0 {
 		b.WriteString("\nNo capabilities are bound.")
