@@ -64,8 +64,9 @@ type Config struct {
 	Stream string
 	// Keys open sealed events; nil: the log is plain.
 	Keys *events.Keyring
-	// Redactor redacts every view but a raw principal's.
-	Redactor runtime.Secrets
+	// Redactor redacts every view but a raw principal's; nil redacts
+	// nothing.
+	Redactor runtime.Redactor
 	// Tokens maps each bearer token to its principal; empty: no
 	// authentication, every caller is "local" (a loopback node only).
 	Tokens map[string]string
@@ -187,7 +188,7 @@ type principalKey struct{}
 // redactorFor is the redaction of principal's views: none for a principal
 // granted raw values, the node's otherwise.
 func (x *Server) redactorFor(principal string) runtime.Redactor {
-	if x.cfg.Raw[principal] {
+	if x.cfg.Raw[principal] || x.cfg.Redactor == nil {
 		return runtime.Secrets{}
 	}
 	return x.cfg.Redactor

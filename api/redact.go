@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -38,6 +39,9 @@ func RedactJSON(red runtime.Redactor, data []byte) []byte {
 func redactValue(red runtime.Redactor, v any) any {
 	switch v := v.(type) {
 	case string:
+		if b, ok := redactBytes(red, v); ok {
+			return b
+		}
 		return red.Redact(v)
 	case []any:
 		for i := range v {
@@ -69,4 +73,24 @@ func (x *Server) writeView(w http.ResponseWriter, r *http.Request, status int, v
 	w.WriteHeader(status)
 	principal, _ := r.Context().Value(principalKey{}).(string)
 	_, _ = w.Write(append(RedactJSON(x.redactorFor(principal), b), '\n'))
+}
+
+// redactBytes redacts a []byte field as JSON encodes it (standard base64,
+// padded): when s decodes to bytes that hold a secret, they are redacted
+// as text and encoded again, so that the view holds valid base64 of the
+// redacted bytes (provider metadata, a response's model and id, is kept as
+// bytes). ok is false for any other string.
+func redactBytes(red runtime.Redactor, s string) (string, bool) {
+	if len(s) < 8 || len(s)%4 != 0 {
+		return "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return "", false
+	}
+	text := string(b)
+	if r := red.Redact(text); r != text {
+		return base64.StdEncoding.EncodeToString([]byte(r)), true
+	}
+	return "", false
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/redact/redacttest"
 )
 
 // A secret with characters JSON escapes is redacted in a JSON view: before,
@@ -72,4 +73,34 @@ func TestWriteViewRedacts(t *testing.T) {
 		t.Fatalf("the granted auditor's view: %s", seen[1])
 	}
 
+}
+
+// TestRedactJSONByteFields (issue 49): a []byte field (a response's model
+// and id, provider metadata) is base64 in a view; bytes that hold a secret
+// are redacted as text and encoded again, so the view still decodes, and
+// holds neither the secret nor its base64.
+func TestRedactJSONByteFields(t *testing.T) {
+	const secret = "sk-proj-\"<&>\\tail0123\nline2"
+	red := runtime.Secrets{secret}.Compile()
+	type message struct {
+		Meta map[string][]byte `json:"meta"`
+	}
+	doc, _ := json.Marshal(message{Meta: map[string][]byte{"openai.model": []byte("m " + secret), "openai.response_id": []byte("chatcmpl-" + secret), "other": []byte("plain bytes")}})
+	out := RedactJSON(red, doc)
+	var back message
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatalf("the view does not decode: %v\n%s", err, out)
+	}
+	if got := string(back.Meta["openai.model"]); got != "m [REDACTED]" {
+		t.Errorf("model = %q", got)
+	}
+	if got := string(back.Meta["openai.response_id"]); got != "chatcmpl-[REDACTED]" {
+		t.Errorf("id = %q", got)
+	}
+	if got := string(back.Meta["other"]); got != "plain bytes" {
+		t.Errorf("other = %q", got)
+	}
+	if found := redacttest.Find(string(out), secret); found != "" {
+		t.Errorf("the view holds the %s form: %s", found, out)
+	}
 }

@@ -46,8 +46,9 @@ type Config struct {
 	// Agents lists the deployed agents; required.
 	Agents func() []actors.Agent
 	// Redactor redacts every reply and error: MCP clients are often
-	// agents themselves, and no principal gets raw values here.
-	Redactor runtime.Secrets
+	// agents themselves, and no principal gets raw values here. Nil
+	// redacts nothing.
+	Redactor runtime.Redactor
 	// Index, when given, tells a run parked on its children (waiting)
 	// from one that runs; without it get_run says running for both.
 	Index *runindex.Index
@@ -192,7 +193,10 @@ func (m *tools) status(ctx context.Context, sessionID, runID, agent string) (run
 	// Redacted like every view: the reply holds what the run saw (a
 	// model's echo of a secret included). MCP clients are often agents
 	// themselves; no principal gets raw values here.
-	red := m.cfg.Redactor
+	var red runtime.Redactor = runtime.Secrets{}
+	if m.cfg.Redactor != nil {
+		red = m.cfg.Redactor
+	}
 	status := runtime.RunStatus(st, reply)
 	if status == runtime.StatusRunning && m.cfg.Index != nil {
 		// The log's records say running; the index, which reads the
