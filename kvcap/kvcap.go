@@ -58,14 +58,31 @@ func (b backend) key(k string) string {
 	return b.session + "." + hex.EncodeToString(h[:12])
 }
 
-// opTimeout bounds one capability call on the store: the attempt's own
-// context may carry a deadline of hours (the root's wall-clock budget),
-// and a NATS that went away must fail the call, not hold the attempt.
-const opTimeout = 30 * time.Second
+// Bounds of a capability call on the store.
+const (
+	// callTimeout bounds one call, its retries included. It is a third of
+	// run_js's time limit (jsexec.DefaultTimeout, 30 s): a call that meets
+	// a longer outage fails in the script, which may catch it, instead of
+	// holding the script until its own limit ends it (before, the call's
+	// bound was 30 s too, and the script always went first). The attempt's
+	// own context may carry a deadline of hours (the root's wall-clock
+	// budget).
+	callTimeout = 10 * time.Second
+	// tryTimeout bounds one request of a call. A request sent just before
+	// NATS went away (a restart) is never answered: it is sent again,
+	// through the reconnect, once tryTimeout has passed, rather than
+	// waited for until the call's end. The store answers in milliseconds;
+	// every request of the capability may be sent twice (a get, a list,
+	// a put of the same value).
+	tryTimeout = 2 * time.Second
+	// listTry bounds one listing of a session's keys, which streams them
+	// all.
+	listTry = 5 * time.Second
+)
 
 // Invoke implements runtime.Backend.
 func (b backend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Value, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var args struct {
 		Key   string          `json:"key"`
@@ -76,7 +93,7 @@ func (b backend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Valu
 	}
 	switch inv.Capability {
 	case "kv.get":
-		e, err := b.kv.Get(ctx, b.key(args.Key))
+		e, err := b.get(ctx, b.key(args.Key))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return jstool.Value{JSON: json.RawMessage(`{"key":` + quote(args.Key) + `,"value":null}`)}, nil
 		}
@@ -90,7 +107,12 @@ func (b backend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Valu
 		return jstool.Value{JSON: v}, nil
 	case "kv.put":
 		v, _ := json.Marshal(entry{Key: args.Key, Value: args.Value})
-		if _, err := b.kv.Put(ctx, b.key(args.Key), b.keys.Seal(v)); err != nil {
+		sealed := b.keys.Seal(v)
+		err := cjs.Retry(ctx, tryTimeout, func(ctx context.Context) error {
+			_, err := b.kv.Put(ctx, b.key(args.Key), sealed)
+			return err
+		})
+		if err != nil {
 			return jstool.Value{}, fmt.Errorf("kv %q: %w", args.Key, err)
 		}
 		return jstool.Value{JSON: json.RawMessage(`{"ok":true}`)}, nil
@@ -100,22 +122,39 @@ func (b backend) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Valu
 	return jstool.Value{}, fmt.Errorf("no capability %q", inv.Capability)
 }
 
+// get reads one key, sent again after an outage (cjs.Retry).
+func (b backend) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	var e jetstream.KeyValueEntry
+	err := cjs.Retry(ctx, tryTimeout, func(ctx context.Context) (err error) {
+		e, err = b.kv.Get(ctx, key)
+		return err
+	})
+	return e, err
+}
+
 // list reads every key of the session. A read that fails fails the call:
 // a list that silently left keys out would tell the script they are not
 // there (before, a failed read of one key dropped it from the answer).
 // A key deleted between the listing and its read is not listed.
 func (b backend) list(ctx context.Context) (jstool.Value, error) {
-	lister, err := b.kv.ListKeysFiltered(ctx, b.session+".>")
+	var hashed []string
+	err := cjs.Retry(ctx, listTry, func(ctx context.Context) error {
+		hashed = hashed[:0]
+		lister, err := b.kv.ListKeysFiltered(ctx, b.session+".>")
+		if err != nil {
+			return err
+		}
+		for k := range lister.Keys() {
+			hashed = append(hashed, k)
+		}
+		return ctx.Err() // the listing ends early when the context does
+	})
 	if err != nil {
 		return jstool.Value{}, fmt.Errorf("kv list: %w", err)
 	}
-	var hashed []string
-	for k := range lister.Keys() {
-		hashed = append(hashed, k)
-	}
 	keys := []string{}
 	for _, k := range hashed {
-		e, err := b.kv.Get(ctx, k)
+		e, err := b.get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
@@ -131,9 +170,6 @@ func (b backend) list(ctx context.Context) (jstool.Value, error) {
 			return jstool.Value{}, fmt.Errorf("kv list: %s: %w", k, err)
 		}
 		keys = append(keys, ent.Key)
-	}
-	if err := ctx.Err(); err != nil { // the listing ends early when the context does
-		return jstool.Value{}, fmt.Errorf("kv list: %w", err)
 	}
 	sort.Strings(keys)
 	out, _ := json.Marshal(map[string]any{"keys": keys})

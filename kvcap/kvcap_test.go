@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/cairn-agents/cairn/internal/leakcheck"
 	"github.com/cairn-agents/cairn/kvcap"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/jsexec"
 	"github.com/cairn-agents/cairn/runtime/jstool"
 	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
@@ -128,5 +131,54 @@ func TestListFailsWhenAReadFails(t *testing.T) {
 	}
 	if got, err := call(t, broken, "kv.get", `{"key":"a"}`); !errors.Is(err, errRead) {
 		t.Fatalf("kv.get with a failing read = %s, %v; want the read's error", got, err)
+	}
+}
+
+// lossy is a bucket whose first request of each kind is lost, as one sent
+// just before NATS went away: never answered, it fails only when its
+// context ends.
+type lossy struct {
+	jetstream.KeyValue
+	gets, puts atomic.Int32
+}
+
+func (l *lossy) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if l.gets.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return l.KeyValue.Get(ctx, key)
+}
+
+func (l *lossy) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	if l.puts.Add(1) == 1 {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return l.KeyValue.Put(ctx, key, value)
+}
+
+// A request lost in an outage is sent again within the call, and the call
+// ends well inside run_js's time limit (jsexec.DefaultTimeout), given a
+// context that lasts as long as the script's. Before, the call waited for
+// the lost answer for 30 s, as long as the script may run: the script
+// timed out (a 2 s NATS restart failed 3 of 24 scripts).
+func TestLostRequestIsSentAgain(t *testing.T) {
+	kv := &lossy{KeyValue: bucket(t)}
+	b := kvcap.For(kv, nil)(events.Run{SessionID: "s"})
+	ctx, cancel := context.WithTimeout(context.Background(), jsexec.DefaultTimeout)
+	defer cancel()
+	began := time.Now()
+	for _, c := range []struct{ capability, args, want string }{
+		{"kv.put", `{"key":"a","value":1}`, `{"ok":true}`},
+		{"kv.get", `{"key":"a"}`, `{"key":"a","value":1}`},
+	} {
+		v, err := b.Invoke(ctx, jstool.Invocation{Capability: c.capability, Args: json.RawMessage(c.args)})
+		if err != nil || string(v.JSON) != c.want {
+			t.Fatalf("%s %s after a lost request = %s, %v; want %s", c.capability, c.args, v.JSON, err, c.want)
+		}
+	}
+	if took := time.Since(began); took > jsexec.DefaultTimeout/2 {
+		t.Fatalf("two calls, each with a lost request, took %s: the script's limit is %s", took, jsexec.DefaultTimeout)
 	}
 }

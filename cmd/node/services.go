@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,21 +118,36 @@ func backends(kvFor func(events.Run) runtime.Backend, nc *nats.Conn, ext map[str
 	return func(r events.Run) runtime.Backend { return routed{builtin: kvFor(r), nc: nc, ext: ext} }
 }
 
+// Bounds of a call to a capability service.
+const (
+	// serviceCallTimeout bounds one call, its sends again included: two
+	// thirds of run_js's time limit (jsexec.DefaultTimeout, 30 s), so that
+	// a call that meets an outage longer than the call fails in the
+	// script, which may catch it, rather than the script ending on its own
+	// limit with the call still waiting (before, the call's bound was the
+	// script's own, and the script always went first).
+	serviceCallTimeout = 20 * time.Second
+	// serviceBackoffMax caps the wait before a request is sent again
+	// after no service answered it (a service still reconnecting).
+	serviceBackoffMax = time.Second
+)
+
+// errOutcomeUnknown: the connection to NATS dropped while an effectful
+// call was in flight; the service may or may not have acted on it.
+var errOutcomeUnknown = errors.New("the connection to NATS dropped while the call was in flight: whether the service acted on it is unknown, so an effectful call is not sent again")
+
 func (b routed) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Value, error) {
 	e, ok := b.ext[inv.Capability]
 	if !ok {
 		return b.builtin.Invoke(ctx, inv)
 	}
-	if _, has := ctx.Deadline(); !has {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, serviceCallTimeout)
+	defer cancel()
 	msg := nats.NewMsg(e.subject)
 	msg.Data = inv.Args
 	msg.Header.Set("Cairn-Script-Call", inv.ScriptCallID)
 	msg.Header.Set("Cairn-Seq", fmt.Sprint(inv.Seq))
-	reply, err := b.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := serviceRequest(ctx, b.nc, msg, e.capability.Effect != runtime.EffectEffectful)
 	if err != nil {
 		return jstool.Value{}, fmt.Errorf("service %s: %w", e.subject, err)
 	}
@@ -141,4 +158,70 @@ func (b routed) Invoke(ctx context.Context, inv jstool.Invocation) (jstool.Value
 		return jstool.Value{}, fmt.Errorf("service %s answered with a body that is not JSON", e.subject)
 	}
 	return jstool.Value{JSON: reply.Data}, nil
+}
+
+// serviceRequest sends msg and waits for its reply until ctx ends,
+// through short outages of NATS. A request no service answered (none
+// listens yet: a service reconnecting after a restart) was never
+// delivered, and is sent again after a backoff. A request in flight when
+// the connection dropped may be lost, or its reply: when again is true (a
+// read-only or idempotent capability, which a second delivery does not
+// harm; its headers Cairn-Script-Call and Cairn-Seq stay the same) it is
+// sent again, into nats.go's buffer while it reconnects, and else the call
+// fails with errOutcomeUnknown. A reply that is only slow is waited for.
+func serviceRequest(ctx context.Context, nc *nats.Conn, msg *nats.Msg, again bool) (*nats.Msg, error) {
+	delay := 50 * time.Millisecond
+	for {
+		reply, dropped, err := serviceRequestOnce(ctx, nc, msg)
+		switch {
+		case err == nil:
+			return reply, nil
+		case ctx.Err() != nil:
+			return nil, err
+		case dropped && !again:
+			return nil, errOutcomeUnknown
+		case dropped:
+			continue
+		case errors.Is(err, nats.ErrNoResponders):
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, err
+			case <-t.C:
+			}
+			delay = min(2*delay, serviceBackoffMax)
+		default:
+			return nil, err
+		}
+	}
+}
+
+// serviceRequestOnce sends msg once and waits for its reply, until ctx
+// ends or the connection drops (dropped) while it waits.
+func serviceRequestOnce(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (reply *nats.Msg, dropped bool, err error) {
+	drops := nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED)
+	defer nc.RemoveStatusListener(drops)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var lost atomic.Bool
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case _, ok := <-drops:
+			if ok {
+				lost.Store(true)
+				cancel()
+			}
+		case <-rctx.Done():
+		}
+	}()
+	reply, err = nc.RequestMsgWithContext(rctx, msg)
+	cancel()
+	<-watched
+	if err != nil && lost.Load() {
+		return nil, true, err
+	}
+	return reply, false, err
 }

@@ -120,21 +120,31 @@ const setupTotal = 30 * time.Second
 
 // Setup runs f, a request that sets up what a component needs of
 // JetStream: idempotent, such as a stream, a KV bucket or an object store
-// looked up or created. Each try is bounded by setupTry and tried again,
-// backing off up to a second, while it fails for an outage (Unavailable:
-// a lost request times out) and ctx lasts (setupTotal when ctx has no
-// deadline). A server that says JetStream is not enabled is answered at
-// once: at set-up that is most often a server without JetStream, which
-// no wait fixes. Its error is f's last.
+// looked up or created. It is Retry with tries of setupTry, bounded in all
+// by setupTotal when ctx has no deadline.
 func Setup(ctx context.Context, f func(ctx context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, setupTotal)
 		defer cancel()
 	}
+	return Retry(ctx, setupTry, f)
+}
+
+// Retry runs f, an idempotent request (a set-up, a read, a write of the
+// same value again), until it succeeds, fails for a reason other than an
+// outage (Unavailable), or ctx ends. Each try is bounded by try: a request
+// sent just before the server went away is never answered, and is sent
+// again, through the reconnect, once try has passed, rather than waited
+// for until ctx ends. Between tries it backs off from 100 ms, doubling up
+// to a second. A server that says JetStream is not enabled is answered at
+// once: at set-up that is most often a server without JetStream, and
+// later one that turned it off on a write error; no wait fixes either.
+// Its error is f's last.
+func Retry(ctx context.Context, try time.Duration, f func(ctx context.Context) error) error {
 	delay := 100 * time.Millisecond
 	for {
-		tctx, cancel := context.WithTimeout(ctx, setupTry)
+		tctx, cancel := context.WithTimeout(ctx, try)
 		err := f(tctx)
 		cancel()
 		if err == nil || !Unavailable(err) || notEnabled(err) || ctx.Err() != nil {
