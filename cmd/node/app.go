@@ -40,6 +40,10 @@ type nodeOptions struct {
 	// keys seal the events the node writes and open the ones it reads
 	// (--payload-keys); nil ring: plain events.
 	keys payloadKeys
+	// secrets are the secrets, by name, the command was given besides
+	// those the node reads itself (serve's tokens): the node's redactor
+	// registers them too (redact.go).
+	secrets secretNames
 	// mcpServers is the file of MCP servers whose tools are capabilities
 	// (capabilities/mcp); empty means none.
 	mcpServers string
@@ -80,7 +84,7 @@ type app struct {
 	// external server.
 	health func() error
 	// red redacts what the node's views hand out (the runs' redactor).
-	red runtime.Secrets
+	red runtime.Redactor
 	// keys open the sealed events the views read (nil: none are).
 	keys *events.Keyring
 	// stream is the run log's stream.
@@ -180,7 +184,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 			_ = mcpHost.Close(context.Background())
 		}
 	}()
-	red := redactor(o.logger)
+	red := nodeRedactor(o) // every secret the node is given (redact.go)
 	cfg := actors.Config{
 		Conn: nc, Agents: dep.list(),
 		Model:        models.build,

@@ -44,11 +44,14 @@ func logFlags(fs *flag.FlagSet) *logOptions {
 	return o
 }
 
-// logger is the command's logger on w.
+// logger is the command's logger on w, redacted with the node's
+// redactor once the node has registered its secrets (redact.go).
 func (o *logOptions) logger(w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: o.level}
-	if o.format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return redactingLogger(w, func(w io.Writer) slog.Handler {
+		if o.format == "json" {
+			return slog.NewJSONHandler(w, opts)
+		}
+		return slog.NewTextHandler(w, opts)
+	})
 }

@@ -16,6 +16,11 @@ import (
 
 func TestMain(m *testing.M) {
 	jsexec.MaybeRunWorker()
+	if os.Getenv(plantedMCPEnv) != "" {
+		// This test binary plays an MCP server (planted_test.go).
+		plantedMCPServer()
+		os.Exit(0)
+	}
 	if args := os.Getenv("CAIRN_NODE_ARGS"); args != "" {
 		// This test binary plays the node in a subprocess.
 		os.Exit(dispatch(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))

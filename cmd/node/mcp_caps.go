@@ -16,6 +16,7 @@ import (
 	mcpcaps "github.com/cairn-agents/cairn/capabilities/mcp"
 	"github.com/cairn-agents/cairn/events"
 	"github.com/cairn-agents/cairn/runtime"
+	"github.com/cairn-agents/cairn/runtime/redact"
 	cjs "github.com/cairn-agents/cairn/store/jetstream"
 )
 
@@ -48,7 +49,7 @@ func withMCP(ctx context.Context, o nodeOptions, dep *deployment, js njs.JetStre
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	host, err := mcpcaps.Start(ctx, cfg, mcpcaps.Options{Logger: logger, Blobs: blobs, Redactor: mcpRedactor(cfg, logger)})
+	host, err := mcpcaps.Start(ctx, cfg, mcpcaps.Options{Logger: logger, Blobs: blobs, Redactor: mcpRedactor(o)})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -85,52 +86,13 @@ func withMCP(ctx context.Context, o nodeOptions, dep *deployment, js njs.JetStre
 	return host, out, route, nil
 }
 
-// mcpSecrets are the values of the MCP servers' HTTP headers and of their
-// environment variables whose names look secret, those that can be
-// secrets (runtime.NewSecrets): redacted from their stderr, their results
-// and every log.
-func mcpSecrets(cfg *mcpcaps.Config) []string {
-	s, _ := runtime.NewSecrets(mcpCandidates(cfg))
-	return s
-}
-
-// mcpRedactor redacts the provider keys and mcpSecrets. It logs a warning
-// naming each MCP value refused as a pattern (the node's redactor warns of
-// the provider keys).
-func mcpRedactor(cfg *mcpcaps.Config, logger *slog.Logger) runtime.Secrets {
-	mcp := mcpCandidates(cfg)
-	all := providerKeys()
-	for k, v := range mcp {
-		all[k] = v
-	}
-	s, refused := runtime.NewSecrets(all)
-	warnRefused(logger, slices.DeleteFunc(refused, func(r runtime.RefusedSecret) bool { _, ok := mcp[r.Name]; return !ok }))
-	return s
-}
-
-// mcpCandidates are the candidates of mcpSecrets, named by server and
-// header or variable.
-func mcpCandidates(cfg *mcpcaps.Config) map[string]string {
-	out := map[string]string{}
-	for _, s := range cfg.Servers {
-		for k, v := range s.Headers {
-			name := fmt.Sprintf("mcp server %s header %s", s.Name, k)
-			out[name] = v
-			if _, tok, ok := strings.Cut(v, " "); ok {
-				out[name+" (token)"] = tok // the token of "Bearer <token>"
-			}
-		}
-		for k, v := range s.Env {
-			up := strings.ToUpper(k)
-			for _, w := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"} {
-				if strings.Contains(up, w) {
-					out[fmt.Sprintf("mcp server %s env %s", s.Name, k)] = v
-					break
-				}
-			}
-		}
-	}
-	return out
+// mcpRedactor is the MCP host's redactor: the node's (nodeSecrets), for
+// the servers' stderr and results before the run's redactor sees them.
+// nodeRedactor warns of what it refuses; this one does not again.
+func mcpRedactor(o nodeOptions) *redact.Set {
+	cands, _ := nodeSecrets(o)
+	s, _ := runtime.NewSecrets(cands)
+	return s.Compile()
 }
 
 // objectBlobs keeps MCP attachments in a JetStream object store, content

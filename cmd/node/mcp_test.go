@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -362,21 +364,30 @@ func TestMCPCancelRun(t *testing.T) {
 	}
 }
 
+// TestMCPSecrets (issue 49): every env value and header of an MCP server's
+// configuration is a secret, whatever its name (before, only env names with
+// KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL were), but the variables and
+// headers that are plainly none (PATH, NODE_ENV, Content-Type, ...); the
+// token of a Bearer or Basic header and a URL's password too.
 func TestMCPSecrets(t *testing.T) {
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("user:pa55-w0rd-9"))
 	cfg := &mcpcaps.Config{Servers: []mcpcaps.ServerConfig{
-		{Name: "a", URL: "http://h", Headers: map[string]string{"Authorization": "Bearer tok123"}},
-		{Name: "b", Command: []string{"x"}, Env: map[string]string{"GITHUB_TOKEN": "ghp_abc", "API_KEY": "k-9999", "MEMORY_FILE_PATH": "/tmp/m", "SHORT_KEY": "ab"}},
+		{Name: "a", URL: "http://u:url-pa55word@h", Headers: map[string]string{"Authorization": "Bearer tok123", "X-Api-Key": "xk-12345678", "content-type": "application/json", "Accept": "text/event-stream"}},
+		{Name: "b", Command: []string{"x"}, Env: map[string]string{"GITHUB_TOKEN": "ghp_abc", "SERVICE_CONFIG": "cfg-value-1\nline2", "MEMORY_FILE_PATH": "/tmp/m",
+			"PATH": "/usr/bin:/bin", "NODE_ENV": "production", "LC_ALL": "C.UTF-8"}},
+		{Name: "c", URL: "http://h", Headers: map[string]string{"Authorization": basic}},
 	}}
-	got := strings.Join(mcpSecrets(cfg), ",")
-	for _, want := range []string{"Bearer tok123", "tok123", "ghp_abc", "k-9999"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("secrets %q miss %q", got, want)
-		}
+	got := secretNames{}
+	mcpSecrets(got, cfg)
+	want := secretNames{
+		"mcp server a header Authorization": "Bearer tok123", "mcp server a header Authorization (token)": "tok123",
+		"mcp server a header X-Api-Key": "xk-12345678", "mcp server a url password": "url-pa55word",
+		"mcp server b env GITHUB_TOKEN": "ghp_abc", "mcp server b env SERVICE_CONFIG": "cfg-value-1\nline2", "mcp server b env MEMORY_FILE_PATH": "/tmp/m",
+		"mcp server c header Authorization": basic, "mcp server c header Authorization (token)": basic[len("Basic "):],
+		"mcp server c header Authorization (password)": "pa55-w0rd-9",
 	}
-	for _, not := range []string{"/tmp/m", "ab,"} {
-		if strings.Contains(got+",", not) {
-			t.Errorf("secrets %q include %q", got, not)
-		}
+	if !maps.Equal(got, want) {
+		t.Fatalf("secrets:\n%v\nwant:\n%v", got, want)
 	}
 }
 

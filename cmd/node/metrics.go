@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,6 +54,9 @@ type metrics struct {
 	purged        [3]int64
 	purgeFailures int64
 	index         *runindex.Index
+	// token, when set, is what a scrape must show as its bearer token
+	// (--metrics-token); empty: /metrics answers anyone.
+	token string
 }
 
 var (
@@ -134,13 +139,28 @@ func (m *metrics) event(r events.Run, ev runtime.SinkEvent) {
 	delete(m.parked, r.RunID)
 	switch ev.Kind {
 	case runtime.SinkToolCall:
-		m.toolCalls[ev.Tool]++
+		m.toolCalls[toolLabel(ev)]++
 	case runtime.SinkWaiting:
 		m.parks++
 		m.parked[r.RunID] = true
 	case runtime.SinkCompleted:
 		m.completions++
 	}
+}
+
+// unknownTool is the label of a call of a tool the run was not offered.
+const unknownTool = "unknown"
+
+// toolLabel is a tool call's label: its tool's name when the run was
+// offered that tool (its catalog: run_js, complete, spawn_<slug>, the
+// child controls), unknownTool otherwise. No label value is the model's
+// choice: a made-up name could be a secret, and made-up names would grow
+// the series without bound.
+func toolLabel(ev runtime.SinkEvent) string {
+	if !ev.Offered {
+		return unknownTool
+	}
+	return ev.Tool
 }
 
 func (m *metrics) attempt(ev actors.AttemptEnded) {
@@ -221,6 +241,11 @@ func (c countingModel) Generate(ctx context.Context, req model.Request) (*model.
 }
 
 func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.token != "" && !showsBearer(r, m.token) {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "/metrics needs the metrics token (--metrics-token) as a bearer token", http.StatusUnauthorized)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	if m.index != nil {
 		// What the log held when asked: the runs' counts and the ends it
@@ -241,6 +266,19 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// showsBearer reports whether r's Authorization is "Bearer <token>", compared
+// in constant time.
+func showsBearer(r *http.Request, token string) bool {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+}
+
+// metricsTokenFlag registers --metrics-token on fs (CAIRN_METRICS_TOKEN
+// through parseFlags).
+func metricsTokenFlag(fs *flag.FlagSet, token *string) {
+	fs.StringVar(token, "metrics-token", "", "bearer token /metrics requires (default: none, /metrics answers anyone; see docs/operations.md, Security)")
+}
+
 // render writes the metrics; m.mu is held.
 func (m *metrics) render(w io.Writer) {
 	if m.index != nil {
@@ -254,7 +292,7 @@ func (m *metrics) render(w io.Writer) {
 	fmt.Fprintf(w, "# HELP cairn_purged_events_total Events of the sessions this node purged.\n# TYPE cairn_purged_events_total counter\ncairn_purged_events_total %d\n", m.purged[1])
 	fmt.Fprintf(w, "# HELP cairn_purged_bytes_total Bytes of log of the sessions this node purged.\n# TYPE cairn_purged_bytes_total counter\ncairn_purged_bytes_total %d\n", m.purged[2])
 	fmt.Fprintf(w, "# HELP cairn_purge_failures_total Purges that failed (each is tried again next sweep).\n# TYPE cairn_purge_failures_total counter\ncairn_purge_failures_total %d\n", m.purgeFailures)
-	fmt.Fprintln(w, "# HELP cairn_tool_calls_total Tool calls committed, by tool.\n# TYPE cairn_tool_calls_total counter")
+	fmt.Fprintln(w, "# HELP cairn_tool_calls_total Tool calls committed, by tool: one the run was offered, or unknown.\n# TYPE cairn_tool_calls_total counter")
 	for _, k := range sortedKeys(m.toolCalls) {
 		fmt.Fprintf(w, "cairn_tool_calls_total{tool=%q} %d\n", k, m.toolCalls[k])
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairn-agents/cairn/events"
+	"github.com/cairn-agents/cairn/runtime"
 	"github.com/cairn-agents/cairn/runtime/model"
 )
 
@@ -125,4 +127,65 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMetricsToolLabelsComeFromTheCatalog (issue 49): a tool call is
+// counted under its name only when the run was offered that tool; any
+// other name the model makes up counts as "unknown". Before, the name was
+// the label: a tool named after a secret published it on /metrics, and a
+// model inventing names grew the series without bound.
+func TestMetricsToolLabelsComeFromTheCatalog(t *testing.T) {
+	m := newMetrics()
+	run := events.Run{RunID: "r1", Agent: "researcher"}
+	for i, tool := range []string{"run_js", "spawn_fact_checker", "sk-proj-4f9c2a7e1b8d6053", "made_up_1", "made_up_2", "run_js"} {
+		m.event(run, runtime.SinkEvent{Kind: runtime.SinkToolCall, CallID: strconv.Itoa(i), Tool: tool, Offered: !strings.HasPrefix(tool, "sk-") && !strings.HasPrefix(tool, "made_up")})
+	}
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := rec.Body.String()
+	var tools []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "cairn_tool_calls_total{") {
+			tools = append(tools, line)
+		}
+	}
+	want := []string{`cairn_tool_calls_total{tool="run_js"} 2`, `cairn_tool_calls_total{tool="spawn_fact_checker"} 1`, `cairn_tool_calls_total{tool="unknown"} 3`}
+	if strings.Join(tools, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("tool series:\n%s\nwant:\n%s", strings.Join(tools, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(out, "cairn_js_executions_total 2") {
+		t.Errorf("run_js executions miscounted:\n%s", out)
+	}
+}
+
+// TestMetricsToken: with --metrics-token, /metrics answers only a request
+// that shows it (401 otherwise, naming the scheme); without, anyone.
+func TestMetricsToken(t *testing.T) {
+	for _, c := range []struct {
+		name, token, auth string
+		want              int
+	}{
+		{"no token configured", "", "", http.StatusOK},
+		{"no credentials", "s3cr3t-metrics", "", http.StatusUnauthorized},
+		{"another token", "s3cr3t-metrics", "Bearer s3cr3t-metricz", http.StatusUnauthorized},
+		{"not bearer", "s3cr3t-metrics", "Basic s3cr3t-metrics", http.StatusUnauthorized},
+		{"the token", "s3cr3t-metrics", "Bearer s3cr3t-metrics", http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMetrics()
+			m.token = c.token
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			rec := httptest.NewRecorder()
+			m.ServeHTTP(rec, req)
+			if rec.Code != c.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, c.want, rec.Body.String())
+			}
+			if c.want == http.StatusUnauthorized && (rec.Header().Get("WWW-Authenticate") != "Bearer" || strings.Contains(rec.Body.String(), "cairn_")) {
+				t.Fatalf("refusal: %v %s", rec.Header(), rec.Body.String())
+			}
+		})
+	}
 }

@@ -155,7 +155,7 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 		}
 	}()
 	a, err := startApp(ctx, nodeOptions{agentsDir: filepath.Dir(o.file), data: o.data, natsURL: o.natsURL, stream: o.stream, model: o.model, noSync: o.noSync, mcpServers: o.mcpServers, groupCommit: o.groupCommit, keys: o.keys,
-		sink: p.emit, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		sink: p.emit, logger: (&logOptions{format: "text", level: slog.LevelWarn}).logger(os.Stderr)})
 	if err != nil {
 		return err
 	}
@@ -209,14 +209,22 @@ func run(ctx context.Context, o runOptions, out io.Writer) error {
 	}
 	// The tree's runs may still print (the root's own last lines follow
 	// its commit, which Result may see first): the result is written under
-	// the progress lines' lock.
+	// the progress lines' lock. The reply holds what the run saw (a
+	// model's echo of a secret): it is redacted as every view is.
 	if o.json {
 		return p.write(func(out io.Writer) error {
-			return json.NewEncoder(out).Encode(map[string]any{"run_id": runID, "session_id": sessionID, "status": st, "reply": reply,
-				"steps": steps, "input_tokens": in, "output_tokens": outTok})
+			w := &redactingWriter{w: out, red: a.red, json: true}
+			if err := json.NewEncoder(w).Encode(map[string]any{"run_id": runID, "session_id": sessionID, "status": st, "reply": reply,
+				"steps": steps, "input_tokens": in, "output_tokens": outTok}); err != nil {
+				return err
+			}
+			return w.Flush()
 		})
 	}
 	return p.write(func(out io.Writer) error {
+		w := &redactingWriter{w: out, red: a.red}
+		defer w.Flush()
+		out = w
 		fmt.Fprintf(out, "\n== %s: %s reply, valid against %s's output schema:\n", st, reply.Type, root.spec.Slug)
 		if reply.Type == runtime.ReplyNeedsInput {
 			fmt.Fprintln(out, reply.Question)
@@ -238,38 +246,6 @@ func same(a, b string) bool {
 	aa, err1 := filepath.Abs(a)
 	bb, err2 := filepath.Abs(b)
 	return err1 == nil && err2 == nil && aa == bb
-}
-
-// providerKeys are the candidates for the redaction patterns, by variable:
-// the provider keys.
-func providerKeys() map[string]string {
-	return map[string]string{"OPENAI_API_KEY": os.Getenv("OPENAI_API_KEY"), "ANTHROPIC_API_KEY": os.Getenv("ANTHROPIC_API_KEY")}
-}
-
-// secrets are the values the redactor removes: the provider keys that can
-// be secrets. runtime.NewSecrets refuses a placeholder (OPENAI_API_KEY=x
-// for a local server), which as a pattern would corrupt every prompt.
-func secrets() []string {
-	s, _ := runtime.NewSecrets(providerKeys())
-	return s
-}
-
-// redactor is the node's redactor, of secrets(). It logs, once at start, a
-// warning naming each provider key refused as a pattern, never its value.
-func redactor(logger *slog.Logger) runtime.Secrets {
-	s, refused := runtime.NewSecrets(providerKeys())
-	warnRefused(logger, refused)
-	return s
-}
-
-// warnRefused logs the candidates refused as redaction patterns by name.
-func warnRefused(logger *slog.Logger, refused []runtime.RefusedSecret) {
-	if logger == nil {
-		return
-	}
-	for _, r := range refused {
-		logger.Warn("not used as a redaction pattern", "variable", r.Name, "reason", r.Reason)
-	}
 }
 
 // progress prints each event of every run of the tree, after its commit.

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	mcpcaps "github.com/cairn-agents/cairn/capabilities/mcp"
+	"github.com/cairn-agents/cairn/runtime"
 )
 
 // logRecords decodes the JSON log lines in b.
@@ -43,8 +46,8 @@ func TestSecretPlaceholderKeyIsNotAPattern(t *testing.T) {
 					t.Errorf("Redact(%q) = %q", text, got)
 				}
 			}
-			if s := secrets(); len(s) != 0 {
-				t.Errorf("secrets() = %q, want none", s)
+			if s, _ := runtime.NewSecrets(providerKeys()); len(s) != 0 {
+				t.Errorf("patterns = %q, want none", s)
 			}
 			recs := logRecords(t, &logs)
 			if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["variable"] != "OPENAI_API_KEY" {
@@ -81,23 +84,29 @@ func TestSecretRealKeyIsRedacted(t *testing.T) {
 
 // TestSecretMCPPlaceholders: an MCP server's placeholder values are not
 // patterns and are warned of by server and name; its real token is
-// redacted, and the MCP redactor keeps the provider key without warning of
-// it again.
+// redacted, with the provider key, by the node's one redactor.
 func TestSecretMCPPlaceholders(t *testing.T) {
 	const key = "sk-proj-4TqZ9mVx2Lr8Ws1Nb6Kd"
 	t.Setenv("OPENAI_API_KEY", key)
 	t.Setenv("ANTHROPIC_API_KEY", "x")
-	cfg := &mcpcaps.Config{Servers: []mcpcaps.ServerConfig{
-		{Name: "gh", URL: "http://h", Headers: map[string]string{"Authorization": "Bearer ghp_R2d2C3poBb8Yy"}},
-		{Name: "mem", Command: []string{"m"}, Env: map[string]string{"API_KEY": "dummy", "MEMORY_FILE_PATH": "/tmp/m"}},
-	}}
+	t.Setenv(routeSecretEnv, "")
+	servers := filepath.Join(t.TempDir(), "mcp.yaml")
+	if err := os.WriteFile(servers, []byte(`servers:
+- {name: gh, url: "http://h", headers: {Authorization: "Bearer ghp_R2d2C3poBb8Yy"}, tools: [t], agents: [a]}
+- {name: mem, command: [m], env: {API_KEY: dummy, MEMORY_FILE_PATH: /tmp/m}, tools: [t], agents: [a]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var logs bytes.Buffer
-	red := mcpRedactor(cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	red := nodeRedactor(nodeOptions{mcpServers: servers, logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if got := red.Redact("a dummy text with ghp_R2d2C3poBb8Yy and " + key); got != "a dummy text with [REDACTED] and [REDACTED]" {
 		t.Errorf("Redact = %q", got)
 	}
-	recs := logRecords(t, &logs)
-	if len(recs) != 1 || recs[0]["variable"] != "mcp server mem env API_KEY" || strings.Contains(logs.String(), "dummy") {
-		t.Fatalf("logs = %v, want one warning naming the mem server's API_KEY", recs)
+	var warned []string
+	for _, rec := range logRecords(t, &logs) {
+		warned = append(warned, fmt.Sprint(rec["variable"]))
+	}
+	if strings.Join(warned, ",") != "ANTHROPIC_API_KEY,mcp server mem env API_KEY" || strings.Contains(logs.String(), "dummy") {
+		t.Fatalf("warnings name %v, want ANTHROPIC_API_KEY and the mem server's API_KEY\n%s", warned, logs.String())
 	}
 }

@@ -34,6 +34,9 @@ type serveOptions struct {
 	// raw are the principals whose views are not redacted
 	// (--raw-principals): they see the secrets their runs saw.
 	raw string
+	// metricsToken is the bearer token /metrics requires
+	// (--metrics-token); empty: none.
+	metricsToken string
 	// retention is how long a finished session is kept (--retention; an
 	// agent's own overrides it), retentionSweep the time between sweeps.
 	retention      retentionFlag
@@ -56,12 +59,13 @@ func serveCmd(args []string, stderr io.Writer) int {
 	streamFlag(fs, &o.stream)
 	token := fs.String("token", "", "bearer token of the default principal")
 	fs.StringVar(&o.raw, "raw-principals", "", "comma-separated principals whose views of their own runs are not redacted (see docs/operations.md, Security)")
+	metricsTokenFlag(fs, &o.metricsToken) // metrics.go
 	retentionFlags(fs, &o.retention, &o.retentionSweep)
 	fs.Var(&o.schemaLevel, "schema-level", "the highest schema version this node writes (default: this build's); pin it during an upgrade to keep a rollback to the build before possible")
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "stream", "retention", "retention-sweep", "schema-level"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "metrics-token", "stream", "retention", "retention-sweep", "schema-level"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
@@ -140,7 +144,10 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return fmt.Errorf("listening on %s needs authentication: set --token or CAIRN_TOKENS", o.listen)
 	}
 	m := newMetrics()
+	m.token = o.metricsToken
 	o.metrics = m
+	// The tokens, for the node's redactor (redact.go).
+	o.secrets = serveSecrets(o)
 	o.servePinned = true                      // a refused agent file stops no run in flight (deploy.go)
 	started := time.Now()                     // cairn_run_seconds counts the ends from here on
 	a, err := startMember(ctx, o.nodeOptions) // startApp, retried in a cluster (cluster.go)
