@@ -135,6 +135,10 @@ type entry struct {
 	// entry without it is of a build that sweeps the bucket cairn_active
 	// alone).
 	LogActive bool `json:"log_active,omitempty"`
+	// Level is the schema level the member has reached (Level), once above
+	// 1: a member that starts beside members that all announce one starts
+	// at it, rather than at 1.
+	Level int `json:"level,omitempty"`
 
 	// seen is when the bucket stored the revision this was read from,
 	// and rev that revision.
@@ -169,6 +173,10 @@ type Provider struct {
 	// level is what Level last answered, logActive what ActiveFromLog
 	// did (as 0 or 1).
 	level, logActive ratchet
+	// inherited is set once Level has looked at the level the other
+	// members announce (at the first complete list); levelLogged once it
+	// has logged the level (it logs each change after).
+	inherited, levelLogged bool
 
 	pushMu    sync.Mutex // one UpdateClusterTopology at a time
 	expelled  chan struct{}
@@ -330,7 +338,39 @@ func (p *Provider) Level() int {
 	if p.level.at == 0 {
 		p.level.at = 1
 	}
-	return p.level.step(least, p.cfg.Now(), p.cfg.RaiseAfter)
+	if p.synced && !p.inherited {
+		// A member that starts (a restart in a rolling deploy, say) beside
+		// members that have all reached a level starts at it: they have
+		// seen every member read it for RaiseAfter, and this member reads
+		// it too (least), so waiting again would only have it write
+		// less for RaiseAfter (an older level: runs admitted meanwhile
+		// would not be pinned to their definition, for one). A member
+		// that announces none, or is alone, leaves it at 1.
+		p.inherited = true
+		inherit := 0
+		for id, e := range p.members {
+			if id == p.self.ID {
+				continue
+			}
+			if e.Level < 2 {
+				inherit = 0
+				break
+			}
+			if inherit == 0 || e.Level < inherit {
+				inherit = e.Level
+			}
+		}
+		if start := min(inherit, least); start > p.level.at {
+			p.level.at = start
+		}
+	}
+	was := p.level.at
+	at := p.level.step(least, p.cfg.Now(), p.cfg.RaiseAfter)
+	if at != was || !p.levelLogged {
+		p.levelLogged = true
+		p.log.Info("cluster: schema level", "schema_level", at, "members_read", least, "id", p.self.ID)
+	}
+	return at
 }
 
 // ActiveFromLog reports whether every member derives the active set from
@@ -421,6 +461,9 @@ func (p *Provider) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// The level steps when asked: ask at every beat, so that it rises
+		// (and is announced, and logged) though the node writes nothing.
+		p.Level()
 		p.refresh(ctx)
 	}
 }
@@ -428,11 +471,24 @@ func (p *Provider) heartbeat(ctx context.Context) {
 func (p *Provider) refresh(ctx context.Context) {
 	p.mu.Lock()
 	rev := p.rev
+	announce := p.level.at
+	if announce <= 1 {
+		announce = 0 // none: a member that starts beside it starts at 1
+	}
+	if announce != p.self.Level {
+		// Announce the level reached (or fallen to), for the members
+		// that start next.
+		p.self.Level = announce
+		if b, err := json.Marshal(p.self); err == nil {
+			p.value = b
+		}
+	}
+	value := p.value
 	p.mu.Unlock()
 	sent := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Heartbeat)
 	defer cancel()
-	next, err := p.cfg.KV.Update(cctx, p.self.ID, p.value, rev)
+	next, err := p.cfg.KV.Update(cctx, p.self.ID, value, rev)
 	if err == nil {
 		p.mu.Lock()
 		p.rev, p.beat = next, sent

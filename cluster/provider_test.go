@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -659,5 +660,61 @@ func TestLevelBeforeTheFirstReadIsOne(t *testing.T) {
 	}
 	if _, err := cluster.NewProvider(cluster.Config{KV: &faultyKV{}, TTL: ttl, Reads: -1}); err == nil {
 		t.Fatal("Reads -1 accepted")
+	}
+}
+
+// A member that starts beside members that have all reached a level
+// starts at it (a restart in a rolling deploy writes the cluster's level at
+// once, not level 1 for RaiseAfter: runs it admits are pinned to their
+// definition from its first); beside one that announces none, or one that
+// reads less, it starts lower, as before.
+func TestAStartingMemberTakesTheLevelItsPeersReached(t *testing.T) {
+	kv := bucket(t)
+	clock, advance := movingClock()
+	const raise = time.Minute
+	a := joinAloneWith(t, kv, "a", cluster.Config{Reads: 3, RaiseAfter: raise, Now: clock})
+	eventually(t, "a sees itself", func() bool { return sees(a, a) })
+	a.p.Level()
+	advance(raise)
+	if got := a.p.Level(); got != 3 {
+		t.Fatalf("a alone a RaiseAfter on: level %d, want 3", got)
+	}
+	announces := func(m *member, level int) func() bool {
+		return func() bool {
+			e, err := kv.Get(context.Background(), m.id)
+			if err != nil {
+				return false
+			}
+			var v struct {
+				Level int `json:"level"`
+			}
+			return json.Unmarshal(e.Value(), &v) == nil && v.Level == level
+		}
+	}
+	eventually(t, "a announces level 3", announces(a, 3))
+	b := joinAloneWith(t, kv, "b", cluster.Config{Reads: 3, RaiseAfter: raise, Now: clock})
+	eventually(t, "b sees a", func() bool { return sees(b, a, b) })
+	if got := b.p.Level(); got != 3 {
+		t.Fatalf("b started beside a at level 3: level %d, want 3 at once", got)
+	}
+	eventually(t, "b announces level 3", announces(b, 3))
+	// A member of a build that reads less, starting beside them, takes
+	// what it reads, and the others fall to it.
+	c := joinAloneWith(t, kv, "c", cluster.Config{Reads: 2, RaiseAfter: raise, Now: clock})
+	eventually(t, "c sees a and b", func() bool { return sees(c, a, b, c) })
+	if got := c.p.Level(); got != 2 {
+		t.Fatalf("c reading 2 beside a and b: level %d, want 2", got)
+	}
+	eventually(t, "a sees c", func() bool { return sees(a, a, b, c) })
+	if got := a.p.Level(); got != 2 {
+		t.Fatalf("a beside c: level %d, want 2", got)
+	}
+	// Beside one that announces nothing (an earlier build), a new
+	// member starts at 1.
+	old := joinAloneReading(t, kv, "old", 0)
+	d := joinAloneWith(t, kv, "d", cluster.Config{Reads: 3, RaiseAfter: raise, Now: clock})
+	eventually(t, "d sees everyone", func() bool { return sees(d, a, b, c, old, d) })
+	if got := d.p.Level(); got != 1 {
+		t.Fatalf("d beside a member that announces nothing: level %d, want 1", got)
 	}
 }

@@ -61,8 +61,10 @@ type proc struct {
 	dir, logPath        string
 	http, route, client int
 	args                []string
-	cmd                 *exec.Cmd
-	exited              chan struct{}
+	// env is added to the node's environment (after the harness's own).
+	env    []string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 type testCluster struct {
@@ -73,6 +75,13 @@ type testCluster struct {
 // newCluster starts n nodes; with n > 1 each embeds a NATS server of one
 // NATS cluster and the nodes form one Cairn cluster.
 func newCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	return newClusterWith(t, n, nil)
+}
+
+// newClusterWith is newCluster with each node's arguments and environment
+// changed by setup before it starts (nil: none).
+func newClusterWith(t *testing.T, n int, setup func(i int, p *proc)) *testCluster {
 	t.Helper()
 	agents, err := filepath.Abs("testdata/agents")
 	if err != nil {
@@ -96,6 +105,11 @@ func newCluster(t *testing.T, n int) *testCluster {
 			}
 			p.args = append(p.args, "--node-name", p.name, "--nats-cluster", fmt.Sprintf("127.0.0.1:%d", p.route), "--nats-routes", strings.Join(routes, ","),
 				"--member-ttl", memberTTL.String(), "--member-heartbeat", memberHeartbeat.String())
+		}
+	}
+	if setup != nil {
+		for i, p := range c.nodes {
+			setup(i, p)
 		}
 	}
 	t.Cleanup(c.stopAll)
@@ -126,6 +140,7 @@ func (c *testCluster) start(i int) {
 	}
 	// The routes' shared secret, the same on every node.
 	cmd.Env = append(cmd.Env, "CAIRN_NATS_ROUTE_SECRET=cluster-test-route-secret-0123456789")
+	cmd.Env = append(cmd.Env, p.env...)
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
