@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/actors"
 	"github.com/cairn-agents/cairn/events"
@@ -461,7 +462,6 @@ func TestPruneVersionsKeepsWhatRunsNeed(t *testing.T) {
 	later := time.Now().Add(48 * time.Hour)
 	n2 := startDeploy(t, nc, "v2", deployModel{slug: "planner", seen: &seen{}, next: spawnWaitComplete()}, deployModel{slug: "worker", seen: &seen{}, next: childModel{}},
 		func(c *actors.Config) { c.Now = func() time.Time { return later } })
-	defer closeNode(t, n2)
 	ctx := context.Background()
 	s, err := cjs.New(ctx, nc, cjs.Config{})
 	if err != nil {
@@ -499,5 +499,31 @@ func TestPruneVersionsKeepsWhatRunsNeed(t *testing.T) {
 		if _, err := n2.Version(ctx, d.Version); err != nil {
 			t.Fatalf("the current version of %s after a prune: %v", d.Slug, err)
 		}
+	}
+	// v1 deployed again (a rollback): its versions are stored again over
+	// what the prune left, and its runs run, children included.
+	closeNode(t, n2)
+	n3 := startDeploy(t, nc, "v1", deployModel{slug: "planner", seen: &seen{}, next: spawnWaitComplete()}, deployModel{slug: "worker", seen: &seen{}, next: childModel{}})
+	defer closeNode(t, n3)
+	sess, run, err = n3.Run(ctx, "planner", "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result(t, n3, sess, run)
+	if again, err := s.ReadRun(ctx, sess, run); err != nil || again.Definition != rec.Definition {
+		t.Fatalf("the rollback's run: %+v, %v; want version %s again", again, err, rec.Definition)
+	}
+	// In the bucket, where another member would load it from (not only in
+	// this node's memory).
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "cairn_definitions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, rec.Definition); err != nil {
+		t.Fatalf("the rollback's version in the bucket: %v", err)
 	}
 }

@@ -87,17 +87,33 @@ func (v *versions) publish(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, found, err := v.read(ctx, id); err != nil {
-			return fmt.Errorf("actors: definition of %q: %w", slug, err)
-		} else if found {
-			continue
-		}
-		_, err = v.w.create(ctx, id, v.keys.Seal(b))
-		if err != nil && !errors.Is(err, runtime.ErrConflict) { // a conflict: another member stored it first
+		if err := v.store(ctx, id, b); err != nil {
 			return fmt.Errorf("actors: store the definition of %q: %w", slug, err)
 		}
 	}
 	return nil
+}
+
+// store writes the encoded version id unless the bucket holds it: over
+// nothing, or over the marker a prune left (the same definition deployed
+// again, a rollback say), fenced on what it read; a member that stored it
+// meanwhile wins, and its copy is the same version.
+func (v *versions) store(ctx context.Context, id string, encoded []byte) error {
+	for range 3 {
+		_, rev, found, err := v.w.get(ctx, id)
+		if err != nil || found {
+			return err
+		}
+		if rev == 0 {
+			_, err = v.w.create(ctx, id, v.keys.Seal(encoded))
+		} else {
+			_, err = v.w.update(ctx, id, v.keys.Seal(encoded), rev)
+		}
+		if !errors.Is(err, runtime.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("definition version %s: written over three times while storing it", definition.Short(id))
 }
 
 // read loads version id from the bucket (found false when it has none).
@@ -170,7 +186,7 @@ func (v *versions) child(ctx context.Context, parent, slug string) (string, erro
 	if known {
 		return id, nil
 	}
-	if _, err := v.w.create(ctx, id, v.keys.Seal(b)); err != nil && !errors.Is(err, runtime.ErrConflict) {
+	if err := v.store(ctx, id, b); err != nil {
 		return "", fmt.Errorf("actors: store the definition of %q: %w", slug, err)
 	}
 	v.mu.Lock()
