@@ -53,7 +53,7 @@ func New(opts ...Option) (*Factory, error) {
 	}
 	f := &Factory{s: s}
 	if s.mode == ModeWorker {
-		f.pool = newPool(s)
+		f.pool = newPool(&f.s)
 	}
 	return f, nil
 }

@@ -29,7 +29,7 @@ import (
 // until after the reaping, so the processes alive, zombies included,
 // never outnumber the slots.
 type pool struct {
-	s settings
+	s *settings // the factory's
 
 	mu sync.Mutex
 	// live is the slots in use: a worker idle, leased, starting or being
@@ -45,11 +45,13 @@ type pool struct {
 	// open is the number of open executors.
 	open int
 
-	// onWait, set only by tests, runs when a caller begins to wait.
-	onWait func()
+	// onWait and onStart, set only by tests (under mu), run when a caller
+	// begins to wait and when a worker has started for a caller.
+	onWait  func()
+	onStart func(pid int)
 }
 
-func newPool(s settings) *pool { return &pool{s: s} }
+func newPool(s *settings) *pool { return &pool{s: s} }
 
 // acquire leases a worker for one script: an idle one, a new one in a free
 // slot, or the first one handed back while the caller waits. It fails when
@@ -59,6 +61,7 @@ func (pl *pool) acquire(ctx context.Context) (*proc, error) {
 		return nil, fmt.Errorf("jsexec: wait for a worker: %w", context.Cause(ctx))
 	}
 	pl.mu.Lock()
+	onWait, onStart := pl.onWait, pl.onStart
 	var p *proc
 	switch {
 	case len(pl.idle) > 0:
@@ -71,10 +74,9 @@ func (pl *pool) acquire(ctx context.Context) (*proc, error) {
 	default:
 		w := make(chan *proc, 1)
 		pl.waiters = append(pl.waiters, w)
-		hook := pl.onWait
 		pl.mu.Unlock()
-		if hook != nil {
-			hook()
+		if onWait != nil {
+			onWait()
 		}
 		select {
 		case p = <-w:
@@ -103,12 +105,15 @@ func (pl *pool) acquire(ctx context.Context) (*proc, error) {
 		}
 	}
 	if p == nil {
-		np, err := startProc(ctx, pl.s)
+		np, err := startProc(ctx, *pl.s)
 		if err != nil {
 			pl.put(nil)
 			return nil, err
 		}
 		p = np
+		if onStart != nil {
+			onStart(p.pid)
+		}
 	}
 	p.clearStderr()
 	return p, nil

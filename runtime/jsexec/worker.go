@@ -168,11 +168,8 @@ func runWorker() int {
 			if err := writeFrame(out, &frame{T: frameResult, ID: f.ID, Outcome: toWire(o), Cancelled: rerr != nil, Reset: reset}); err != nil {
 				return 3
 			}
-			if !reset && heapBytes() > base+heapSlack(lim) {
-				// The realm is garbage now: collect it (and return its
-				// pages) before another run's script is measured against
-				// the limit. (After a reset the parent kills the worker.)
-				debug.FreeOSMemory()
+			if !reset { // after a reset the parent kills the worker
+				settle(base, lim)
 			}
 		}
 	}
@@ -182,6 +179,16 @@ func runWorker() int {
 // scripts: garbage the next script's watchdog counts, up to 1/16 of the
 // limit.
 func heapSlack(lim Limits) uint64 { return uint64(lim.MemoryBytes / 16) }
+
+// settle runs between a worker's scripts, once the realm of the one that
+// ended is garbage: when the heap is more than heapSlack past base, it
+// collects it (and returns its pages), so that another run's script is
+// not measured against the limit with what this one left.
+func settle(base uint64, lim Limits) {
+	if heapBytes() > base+heapSlack(lim) {
+		debug.FreeOSMemory()
+	}
+}
 
 // runExec runs the script of an exec frame in r. reset says r broke (a
 // worker whose realm broke is not given another script).
