@@ -63,8 +63,6 @@ type clusterOptions struct {
 type embedded struct {
 	mu  sync.Mutex
 	srv *jetstream.Server
-	// release frees the boot lock a start attempt holds; nil when none.
-	release func()
 }
 
 // clusterFlagNames are the flags flags registers, each also set by its
@@ -110,6 +108,13 @@ func (c clusterOptions) validate(natsURL string) error {
 	if c.natsRoutes != "" && c.natsCluster == "" {
 		return errors.New("--nats-routes needs --nats-cluster (the embedded server's route listener)")
 	}
+	if c.tlsCert != "" || c.tlsKey != "" {
+		for _, f := range []struct{ flag, v string }{{"--nats-tls-cert", c.tlsCert}, {"--nats-tls-key", c.tlsKey}, {"--nats-tls-ca", c.tlsCA}} {
+			if f.v == "" {
+				return fmt.Errorf("%s: TLS on the embedded server needs --nats-tls-cert, --nats-tls-key and --nats-tls-ca", f.flag)
+			}
+		}
+	}
 	if r := c.replicas; r != 0 && r != 1 && r != 3 && r != 5 {
 		return fmt.Errorf("--replicas: %d, want 1, 3 or 5", r)
 	}
@@ -119,6 +124,10 @@ func (c clusterOptions) validate(natsURL string) error {
 				return fmt.Errorf("%s: %w", flagName, err)
 			}
 		}
+	}
+	if c.natsCluster != "" && strings.Trim(c.natsRoutes, ", ") == "" {
+		// nats-server refuses JetStream in a cluster without routes.
+		return errors.New("--nats-cluster needs --nats-routes: the other nodes' --nats-cluster addresses, comma-separated")
 	}
 	if !c.on() {
 		return nil
@@ -191,10 +200,10 @@ func (c clusterOptions) serverConfig(base jetstream.ServerConfig) (jetstream.Ser
 	return base, nil
 }
 
-// connectEmbedded starts the clustered NATS server once (a retried start
-// reuses it), connects in-process and waits until JetStream can place the
-// log. The returned close leaves the server running: startMember's app
-// shuts it down last.
+// connectEmbedded starts the clustered NATS server once (a start tried
+// again reuses it) and connects in-process. The returned close leaves the
+// server running: startMember's app shuts it down last. What the node
+// needs of the cluster, startAttempt waits for before it starts the app.
 func (c clusterOptions) connectEmbedded(scfg jetstream.ServerConfig, o nodeOptions) (*nats.Conn, func(), error) {
 	c.embedded.mu.Lock()
 	defer c.embedded.mu.Unlock()
@@ -204,21 +213,17 @@ func (c clusterOptions) connectEmbedded(scfg jetstream.ServerConfig, o nodeOptio
 			return nil, nil, err
 		}
 		c.embedded.srv = srv
+		if o.logger != nil {
+			// The client listener is where `node creds` and natscli
+			// connect; without --nats-listen it is on loopback on a free
+			// port (a clustered server must listen: jetstream.ServerConfig.Port).
+			o.logger.Info("embedded NATS server started", "name", c.name, "client", srv.Addr(), "routes_listen", c.natsCluster, "routes", c.natsRoutes)
+		}
 	}
 	nc, err := c.embedded.srv.Connect()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.waitJetStream(context.Background(), nc, o); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	release, err := c.bootLock(context.Background(), nc, o.logger)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	c.embedded.release = release
 	return nc, nc.Close, nil
 }
 
@@ -232,28 +237,27 @@ func (c clusterOptions) connectEmbedded(scfg jetstream.ServerConfig, o nodeOptio
 // holder died or hangs), and a node takes a hold in its own name at once
 // (an earlier incarnation of this node, killed while it started: a node's
 // name is stable across restarts and no two live nodes share one).
-func (c clusterOptions) bootLock(ctx context.Context, nc *nats.Conn, logger *slog.Logger) (func(), error) {
+func (c clusterOptions) bootLock(ctx context.Context, nc *nats.Conn, logger *slog.Logger, st *starting) (func(), error) {
 	js, err := njs.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(5 * time.Minute)
-	var st njs.Stream
-	for {
+	var stream njs.Stream
+	err = st.await(ctx, wait{what: "the boot lock's stream (CAIRN_BOOT)", detail: c.natsDetail, permanent: isDuplicateName}, func(ctx context.Context) error {
+		if err := c.routeFault(); err != nil {
+			return err
+		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err = js.CreateOrUpdateStream(cctx, njs.StreamConfig{Name: "CAIRN_BOOT", Subjects: []string{"cairn_boot.>"}, Storage: njs.MemoryStorage,
+		defer cancel()
+		stream, err = js.CreateOrUpdateStream(cctx, njs.StreamConfig{Name: "CAIRN_BOOT", Subjects: []string{"cairn_boot.>"}, Storage: njs.MemoryStorage,
 			Replicas: c.replicaCount(), MaxMsgsPerSubject: 1})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("boot lock: stream: %w", err)
-		}
-		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boot lock: stream: %w", err)
 	}
-	l := &bootLock{js: js, st: st, name: c.name, now: time.Now, logger: logger}
-	if err := l.acquire(ctx, deadline); err != nil {
+	l := &bootLock{js: js, st: stream, name: c.name, now: time.Now, logger: logger}
+	if err := l.acquire(ctx, st, c); err != nil {
 		return nil, err
 	}
 	return l.release, nil
@@ -287,8 +291,11 @@ type bootLock struct {
 	mu   sync.Mutex
 	seq  uint64 // the sequence of this node's last write of the lock
 	lost bool   // another node took the lock over
-	stop chan struct{}
-	done chan struct{}
+	// heldBy is the lock's last message when a try found it held by
+	// another node ("held n2").
+	heldBy string
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // bootFree reports whether a node named name may take the lock whose last
@@ -316,6 +323,9 @@ func (l *bootLock) try(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("boot lock: read: %w", err)
 	}
 	if !bootFree(last, l.name, l.now()) {
+		l.mu.Lock()
+		l.heldBy = string(last.Data)
+		l.mu.Unlock()
 		return false, nil
 	}
 	var expect uint64
@@ -338,18 +348,36 @@ func (l *bootLock) try(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// acquire tries until it holds the lock, or until deadline.
-func (l *bootLock) acquire(ctx context.Context, deadline time.Time) error {
-	for {
-		ok, err := l.try(ctx)
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("boot lock: not acquired in 5 minutes: %v", err)
-		}
-		time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
+// errBootHeld: another node holds the boot lock (it is starting).
+var errBootHeld = errors.New("boot lock: held by another node, which is starting")
+
+// acquire tries until it holds the lock, for as long as ctx lasts: the
+// holder frees it once started, or stops renewing it when it dies.
+func (l *bootLock) acquire(ctx context.Context, st *starting, c clusterOptions) error {
+	detail := func() []any {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return []any{"lock", l.heldBy}
 	}
+	err := st.await(ctx, wait{what: "the boot lock (the nodes of a cluster start one at a time)", detail: detail, permanent: isDuplicateName,
+		pause: func() time.Duration { return time.Duration(50+rand.IntN(100)) * time.Millisecond }},
+		func(ctx context.Context) error {
+			if err := c.routeFault(); err != nil {
+				return err
+			}
+			ok, err := l.try(ctx)
+			if ok {
+				return nil
+			}
+			if err == nil {
+				err = errBootHeld
+			}
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("boot lock: %w", err)
+	}
+	return nil
 }
 
 // renew writes the hold again every bootRenew, each write fenced on the
@@ -417,32 +445,40 @@ func (l *bootLock) release() {
 	_, _ = l.js.Publish(ctx, bootSubject, []byte("free "+l.name), njs.WithExpectLastSequencePerSubject(seq))
 }
 
-func (c clusterOptions) releaseBoot() {
-	c.embedded.mu.Lock()
-	release := c.embedded.release
-	c.embedded.release = nil
-	c.embedded.mu.Unlock()
-	if release != nil {
-		release()
-	}
-}
+// embeddedStopWait bounds the embedded server's shutdown when the node
+// stops: its process is on its way out.
+const embeddedStopWait = 30 * time.Second
 
-func (c clusterOptions) shutdownEmbedded() {
+func (c clusterOptions) shutdownEmbedded(logger *slog.Logger) {
 	if c.embedded == nil {
 		return
 	}
 	c.embedded.mu.Lock()
 	defer c.embedded.mu.Unlock()
 	if c.embedded.srv != nil {
-		_ = c.embedded.srv.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), embeddedStopWait)
+		defer cancel()
+		if err := c.embedded.srv.Close(ctx); err != nil && logger != nil {
+			logger.Warn("embedded NATS server: close", "err", err)
+		}
 		c.embedded.srv = nil
 	}
 }
 
-// startMember is startApp for a cluster member: the nodes start one at a
-// time (bootLock), and a start that failed anyway is tried again on the
-// same embedded server.
-func startMember(ctx context.Context, o nodeOptions) (*app, error) {
+// startFailures is how many starts a member tries that fail for a reason
+// it does not know to be a wait (startWaits): a start that fails anyway
+// is tried again on the same embedded server.
+const startFailures = 6
+
+// startMember is startApp for a cluster member. With an embedded cluster
+// it first waits for what the start needs of the NATS cluster (its
+// peers, room for the log's replicas) and takes the boot lock (the nodes
+// start one at a time). Whatever the start waits for it waits for as long
+// as ctx lasts, telling st; a start that fails on an outage (a quorum
+// lost meanwhile, a stream without a leader) is tried again as long as
+// the outage lasts, any other failure startFailures times, a refused
+// configuration not again.
+func startMember(ctx context.Context, o nodeOptions, st *starting) (*app, error) {
 	if !o.cluster.on() {
 		return startApp(ctx, o)
 	}
@@ -452,26 +488,141 @@ func startMember(ctx context.Context, o nodeOptions) (*app, error) {
 			return nil, err
 		}
 	}
+	a, err := retryStart(ctx, o.logger, st, o.cluster.routeFault, func(attempt int) (*app, error) {
+		return o.cluster.startAttempt(ctx, o, st, attempt)
+	})
+	if err != nil {
+		o.cluster.shutdownEmbedded(o.logger)
+		return nil, err
+	}
+	inner := a.close
+	a.close = func(ctx context.Context) { inner(ctx); o.cluster.shutdownEmbedded(o.logger) }
+	return a, nil
+}
+
+// retryStart is startMember's loop: it calls start (attempt 1, 2, ...)
+// until it succeeds, a second apart, for as long as ctx lasts and the
+// failures are waits (startWaits), startFailures times for other
+// failures; a fault of the configuration (fault, checked after each
+// failure: a duplicate node name) ends it at once.
+func retryStart(ctx context.Context, logger *slog.Logger, st *starting, fault func() error, start func(attempt int) (*app, error)) (*app, error) {
+	failures := 0
 	for attempt := 1; ; attempt++ {
-		a, err := startApp(ctx, o)
-		o.cluster.releaseBoot()
+		a, err := start(attempt)
 		if err == nil {
-			inner := a.close
-			a.close = func(ctx context.Context) { inner(ctx); o.cluster.shutdownEmbedded() }
 			return a, nil
 		}
-		if attempt == 6 || ctx.Err() != nil {
-			o.cluster.shutdownEmbedded()
+		if f := fault(); f != nil {
+			return nil, f
+		}
+		if !startWaits(err) {
+			failures++
+		}
+		if ctx.Err() != nil || isDuplicateName(err) || failures == startFailures {
 			return nil, err
 		}
-		if o.logger != nil {
-			o.logger.Warn("node start failed; trying again", "attempt", attempt, "err", err)
+		if logger != nil {
+			logger.Warn("node start failed; trying again", "attempt", attempt, "err", err)
 		}
+		st.waitingFor("a new start attempt", nil)
+		st.failed(err)
+		t := st.clock().NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+			t.Stop()
+			return nil, stoppedWaiting(ctx, "a new start attempt", err)
+		case <-t.C():
 		}
 	}
+}
+
+// startAttempt is one try of startMember.
+func (c clusterOptions) startAttempt(ctx context.Context, o nodeOptions, st *starting, attempt int) (*app, error) {
+	if c.natsCluster != "" {
+		// A connection of its own, which the boot lock's renewals use
+		// until the app started; the first starts the embedded server.
+		nc, closeNATS, _, err := connectWatched(o)
+		if err != nil {
+			return nil, err
+		}
+		defer closeNATS()
+		if err := c.waitJetStream(ctx, nc, o, st); err != nil {
+			return nil, err
+		}
+		release, err := c.bootLock(ctx, nc, o.logger, st)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	st.waitingFor(fmt.Sprintf("the node's streams, buckets and membership (start attempt %d)", attempt), c.natsDetail)
+	defer st.waited()
+	return startApp(ctx, o)
+}
+
+// startWaits reports whether a start that failed with err waits for
+// something to come back: an outage (jetstream.Unavailable: a request
+// that timed out, a stream or a cluster without a leader, a lost quorum)
+// or a JetStream cluster without the servers to place a stream's
+// replicas (10005, no suitable peers: they are down or not joined yet).
+// A server that says JetStream is not enabled is no wait, though
+// Unavailable counts it: at a start that is a server without JetStream
+// (--nats), or one that turned its own off and must restart.
+func startWaits(err error) bool {
+	var api *njs.APIError
+	if errors.Is(err, njs.ErrJetStreamNotEnabled) || errors.Is(err, njs.ErrJetStreamNotEnabledForAccount) ||
+		errors.As(err, &api) && (api.ErrorCode == njs.JSErrCodeJetStreamNotEnabled || api.ErrorCode == njs.JSErrCodeJetStreamNotEnabledForAccount) {
+		return false
+	}
+	return jetstream.Unavailable(err) || errors.As(err, &api) && api.ErrorCode == 10005
+}
+
+// errDuplicateName: another node's NATS server has this node's name.
+var errDuplicateName = errors.New("another node's NATS server has this node's name")
+
+func isDuplicateName(err error) bool { return errors.Is(err, errDuplicateName) }
+
+// routeFault reports what of the embedded server's routes no wait fixes:
+// another server of this node's name (its routes are refused, both ways).
+func (c clusterOptions) routeFault() error {
+	srv := c.server()
+	if srv == nil || !srv.Routes().Duplicate {
+		return nil
+	}
+	return fmt.Errorf("--node-name %s: %w: every node needs a name of its own (it names the node's JetStream peer)", c.name, errDuplicateName)
+}
+
+// server is the embedded clustered server (nil before it started).
+func (c clusterOptions) server() *jetstream.Server {
+	if c.embedded == nil {
+		return nil
+	}
+	c.embedded.mu.Lock()
+	defer c.embedded.mu.Unlock()
+	return c.embedded.srv
+}
+
+// routeRefusedRecently is how long after a route was refused for its
+// secret a waiting node still says so.
+const routeRefusedRecently = 30 * time.Second
+
+// natsDetail is what a node waiting for its NATS cluster tells of it: the
+// routes it dials, the servers it has a route to, the replicas the log
+// needs (every one of them for a new log, a majority for one that exists),
+// and a route refused for its secret.
+func (c clusterOptions) natsDetail() []any {
+	srv := c.server()
+	if srv == nil {
+		return nil
+	}
+	rs := srv.Routes()
+	r := c.replicaCount()
+	attrs := []any{"routes", c.natsRoutes, "connected", fmt.Sprintf("%d of %d servers %v", len(rs.Peers)+1, r, append([]string{c.name}, rs.Peers...)),
+		"replicas", r, "needs", fmt.Sprintf("%d servers with JetStream for a new log, %d for an existing one", r, r/2+1)}
+	if !rs.Refused.IsZero() && time.Since(rs.Refused) < routeRefusedRecently {
+		attrs = append(attrs, "refused", "a route was refused for its secret: "+routeSecretEnv+" must be the same on every node")
+	}
+	return attrs
 }
 
 // waitJetStream waits until the NATS cluster can serve the log: once the
@@ -480,17 +631,20 @@ func startMember(ctx context.Context, o nodeOptions) (*app, error) {
 // placed (no meta leader until a majority of its servers run, and an R3
 // stream needs three). A restart must not wait for every peer: with one
 // server's JetStream off (a full disk), placing a new R3 stream fails with
-// "no suitable peers" while the log itself serves on a quorum.
-func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o nodeOptions) error {
+// "no suitable peers" while the log itself serves on a quorum. It waits
+// for as long as ctx lasts.
+func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o nodeOptions, st *starting) error {
 	js, err := njs.New(nc)
 	if err != nil {
 		return err
 	}
 	probe := "CAIRN_PROBE_" + c.name
-	deadline := time.Now().Add(5 * time.Minute)
-	var logged time.Time
-	for {
+	return st.await(ctx, wait{what: "the NATS cluster", detail: c.natsDetail, permanent: isDuplicateName}, func(ctx context.Context) error {
+		if err := c.routeFault(); err != nil {
+			return err
+		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		_, err := js.Stream(pctx, events.StreamName(o.stream))
 		if errors.Is(err, njs.ErrStreamNotFound) {
 			_, err = js.CreateOrUpdateStream(pctx, njs.StreamConfig{Name: probe, Subjects: []string{"cairn_probe." + c.name}, Replicas: c.replicaCount(), Storage: njs.MemoryStorage})
@@ -498,19 +652,8 @@ func (c clusterOptions) waitJetStream(ctx context.Context, nc *nats.Conn, o node
 				_ = js.DeleteStream(pctx, probe)
 			}
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("nats cluster: no room for %d replicas: %w", c.replicaCount(), err)
-		}
-		if o.logger != nil && time.Since(logged) > 5*time.Second {
-			o.logger.Info("waiting for the NATS cluster", "replicas", c.replicaCount(), "err", err)
-			logged = time.Now()
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // configure makes the node a cluster member: the membership bucket, a KV
@@ -538,7 +681,7 @@ func (c clusterOptions) configure(ctx context.Context, js njs.JetStream, cfg *ac
 			return cluster.NewProvider(cluster.Config{KV: kv, TTL: c.ttl, Heartbeat: c.heartbeat, Name: c.name, Logger: logger, Reads: events.SchemaVersion,
 				// A node pinned to an earlier level keeps a rollback to an
 				// earlier build possible: its runs go in that build's active set too.
-				KVActive: actors.EarlierActiveSet || cfg.SchemaLevel > 0 && cfg.SchemaLevel < events.SchemaVersion})
+				KVActive: actors.EarlierActiveSet || cfg.SchemaLevel > 0 && cfg.SchemaLevel < events.LedgerVersion})
 		}}
 	// The members' remote uses the node's NATS certificate too: one
 	// certificate per node, one CA per cluster.

@@ -191,7 +191,7 @@ func TestRouteSecretRequired(t *testing.T) {
 	t.Setenv(routeSecretEnv, "")
 	o := nodeOptions{agentsDir: "../../examples/agents", data: t.TempDir(),
 		cluster: clusterOptions{name: "n1", natsCluster: "127.0.0.1:0", listen: "127.0.0.1:0", ttl: 10 * time.Second, embedded: &embedded{}}}
-	if _, err := startMember(context.Background(), o); err == nil || !strings.Contains(err.Error(), routeSecretEnv) {
+	if _, err := startMember(context.Background(), o, nil); err == nil || !strings.Contains(err.Error(), routeSecretEnv) {
 		t.Fatalf("startMember without the secret: %v", err)
 	}
 }

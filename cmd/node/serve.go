@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -41,6 +43,15 @@ type serveOptions struct {
 	// agent's own overrides it), retentionSweep the time between sweeps.
 	retention      retentionFlag
 	retentionSweep time.Duration
+	// hooks stop serve at fixed points (tests).
+	hooks serveHooks
+}
+
+// serveHooks are called at fixed points of serve's start; nil ones are not.
+type serveHooks struct {
+	// memberStarted is called once the node's member started, before
+	// the run index starts.
+	memberStarted func()
 }
 
 func serveCmd(args []string, stderr io.Writer) int {
@@ -77,6 +88,13 @@ func serveCmd(args []string, stderr io.Writer) int {
 	if err := o.cluster.validate(o.natsURL); err != nil {
 		fmt.Fprintln(stderr, "node serve:", err)
 		return 2
+	}
+	if o.cluster.natsCluster != "" {
+		// Refused with the other flags, before anything starts.
+		if _, err := routeSecret(); err != nil {
+			fmt.Fprintln(stderr, "node serve:", err)
+			return 2
+		}
 	}
 	tokens, err := parseTokens(os.Getenv("CAIRN_TOKENS"))
 	if err != nil {
@@ -143,27 +161,50 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	if !loopback(o.listen) && len(o.tokens) == 0 {
 		return fmt.Errorf("listening on %s needs authentication: set --token or CAIRN_TOKENS", o.listen)
 	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
 	m := newMetrics()
 	m.token = o.metricsToken
 	o.metrics = m
 	// The tokens, for the node's redactor (redact.go).
 	o.secrets = serveSecrets(o)
-	o.servePinned = true                      // a refused agent file stops no run in flight (deploy.go)
-	started := time.Now()                     // cairn_run_seconds counts the ends from here on
-	a, err := startMember(ctx, o.nodeOptions) // startApp, retried in a cluster (cluster.go)
+	o.servePinned = true  // a refused agent file stops no run in flight (deploy.go)
+	started := time.Now() // cairn_run_seconds counts the ends from here on
+	// From here until it serves, the node says every few seconds what
+	// its start waits for: a start that waits for peers or a quorum is
+	// never silent.
+	st := newStarting(o.logger, nil)
+	defer st.end()
+	logStart(o)
+	a, err := startMember(ctx, o.nodeOptions, st) // startApp, waited for and retried in a cluster (cluster.go)
 	if err != nil {
-		return err
+		return stoppedStarting(ctx, o, err)
 	}
 	defer a.close(context.Background())
-	ix, err := runindex.Start(ctx, a.source(), runindex.Hooks{OnEnd: m.runEnded(a.node.WasHolder, started)})
-	if err != nil {
+	if o.hooks.memberStarted != nil {
+		o.hooks.memberStarted()
+	}
+	// The run index and the retention read the log: a quorum lost since
+	// the member started is waited out, as the member's own start does.
+	waits := func(err error) bool { return !startWaits(err) }
+	var ix *runindex.Index
+	err = st.await(ctx, wait{what: "the run index (it reads the run log)", detail: o.cluster.natsDetail, permanent: waits}, func(ctx context.Context) (err error) {
+		ix, err = runindex.Start(ctx, a.source(), runindex.Hooks{OnEnd: m.runEnded(a.node.WasHolder, started)})
 		return err
+	})
+	if err != nil {
+		return stoppedStarting(ctx, o, err)
 	}
 	defer ix.Close(context.Background())
 	m.index = ix
-	closeRetention, err := startRetention(ctx, o, a, ix)
-	if err != nil {
+	var closeRetention func(context.Context)
+	err = st.await(ctx, wait{what: "the retention sweeper (it reads the run log)", detail: o.cluster.natsDetail, permanent: waits}, func(ctx context.Context) (err error) {
+		closeRetention, err = startRetention(ctx, o, a, ix)
 		return err
+	})
+	if err != nil {
+		return stoppedStarting(ctx, o, err)
 	}
 	defer closeRetention(context.Background())
 	raw, err := rawPrincipals(o.raw, o.tokens)
@@ -201,6 +242,7 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 	}
 	srv := &http.Server{Handler: api.Guard(mux, len(o.tokens) > 0), ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(stopStreams)
+	st.end()
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -239,6 +281,39 @@ func serve(ctx context.Context, o serveOptions, ready chan<- string) error {
 		return err
 	}
 	return fatal
+}
+
+// logStart says, first thing, what the node starts as and, in a cluster,
+// what it needs of the others.
+func logStart(o serveOptions) {
+	c := o.cluster
+	switch {
+	case c.natsCluster != "":
+		o.logger.Info("node starting", "name", c.name, "listen", o.listen, "data", o.data, "routes_listen", c.natsCluster, "routes", c.natsRoutes,
+			"replicas", c.replicaCount(), "needs", fmt.Sprintf("%d servers with JetStream for a new log, %d for an existing one", c.replicaCount(), c.replicaCount()/2+1))
+	case c.on():
+		o.logger.Info("node starting", "name", c.name, "listen", o.listen, "nats", redactedURL(o.natsURL), "replicas", c.replicaCount())
+	default:
+		o.logger.Info("node starting", "listen", o.listen, "data", o.data)
+	}
+}
+
+// redactedURL is a NATS URL without its password ("" stays "").
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil && s != "" {
+		return u.Redacted()
+	}
+	return s
+}
+
+// stoppedStarting is serve's answer to a start that ended with err: a
+// stop asked for while the node started (Ctrl-C, SIGTERM) is no failure.
+func stoppedStarting(ctx context.Context, o serveOptions, err error) error {
+	if ctx.Err() != nil {
+		o.logger.Info("node stopped before it served", "err", err)
+		return nil
+	}
+	return err
 }
 
 // rawPrincipals parses --raw-principals: each must be a principal the node
