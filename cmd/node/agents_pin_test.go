@@ -56,6 +56,19 @@ func (p *deployProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeChatCall(w, "call-done", "", "complete", `{"type":"output","output":{"answer":"done"}}`, 10, 5)
 }
 
+// newDeployProvider serves a deployProvider, holding, as the OpenAI base
+// URL of the nodes the test starts.
+func newDeployProvider(t *testing.T) *deployProvider {
+	t.Helper()
+	p := &deployProvider{hold: true, held: make(chan string, 8), release: make(chan struct{}), systems: map[string][]string{}}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_API_KEY", "sk-test-deploy-key")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	return p
+}
+
 func (p *deployProvider) seen(task string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -69,12 +82,7 @@ func (p *deployProvider) seen(task string) []string {
 // under; a run started after the deploy gets the new ones. Before, all
 // three failed: "checkpoint contract mismatch".
 func TestPromptEditDoesNotFailRunsInFlight(t *testing.T) {
-	p := &deployProvider{hold: true, held: make(chan string, 8), release: make(chan struct{}), systems: map[string][]string{}}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	t.Setenv("OPENAI_API_KEY", "sk-test-deploy-key")
-	t.Setenv("ANTHROPIC_API_KEY", "")
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	p := newDeployProvider(t)
 	agents, data := t.TempDir(), t.TempDir()
 	file := filepath.Join(agents, "writer.yaml")
 	write := func(instructions string) {
@@ -270,12 +278,7 @@ func agentVersions(got map[string]any, slug string) []map[string]any {
 // it; a new run of that agent is a 404. Before, the node refused to start
 // and the runs waited for a fixed file.
 func TestRefusedAgentFileStopsNoRunInFlight(t *testing.T) {
-	p := &deployProvider{hold: true, held: make(chan string, 8), release: make(chan struct{}), systems: map[string][]string{}}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	t.Setenv("OPENAI_API_KEY", "sk-test-deploy-key")
-	t.Setenv("ANTHROPIC_API_KEY", "")
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	p := newDeployProvider(t)
 	agents, data := t.TempDir(), t.TempDir()
 	write := func(name, body string) {
 		t.Helper()

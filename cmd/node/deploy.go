@@ -158,32 +158,14 @@ func (e *fileError) Error() string {
 
 // loadDeployment loads every agent definition (*.yaml, *.yml, *.json, not
 // *.script.yaml) of dir and checks the whole set: schemas through the gate,
-// subagents present, slugs unique.
+// subagents present, slugs unique. The first file at fault fails it.
 func loadDeployment(dir string) (*deployment, error) {
-	entries, err := os.ReadDir(dir)
+	d, err := scanDeployment(dir, true)
 	if err != nil {
-		return nil, fmt.Errorf("agents: %w", err)
+		return nil, err
 	}
-	d := &deployment{dir: dir, agents: map[string]*deployed{}}
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || strings.Contains(name, ".script.") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		a, err := loadAgent(path)
-		if err != nil {
-			return nil, err
-		}
-		if other, dup := d.agents[a.spec.Slug]; dup {
-			return nil, &fileError{File: path, Field: "slug", Reason: fmt.Sprintf("%q is also defined in %s", a.spec.Slug, other.file)}
-		}
-		d.agents[a.spec.Slug] = a
-	}
-	if len(d.agents) == 0 {
-		return nil, fmt.Errorf("agents: no agent definitions in %s", dir)
-	}
-	for _, a := range d.agents {
+	for _, slug := range sortedKeys(d.agents) {
+		a := d.agents[slug]
 		for i, sub := range a.spec.Subagents {
 			if _, ok := d.agents[sub]; !ok {
 				return nil, &fileError{File: a.file, Field: fmt.Sprintf("subagents[%d]", i), Reason: fmt.Sprintf("no agent %q in %s", sub, dir)}
@@ -201,6 +183,24 @@ func loadDeployment(dir string) (*deployment, error) {
 // fails only when no agent is left to deploy, or the directory cannot be
 // read.
 func loadDeploymentServing(dir string) (*deployment, error) {
+	d, err := scanDeployment(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	d.refuseIncomplete()
+	if len(d.agents) == 0 {
+		if len(d.refused) > 0 {
+			return nil, d.refused[0]
+		}
+		return nil, fmt.Errorf("agents: no agent definitions in %s", dir)
+	}
+	return d, nil
+}
+
+// scanDeployment loads every agent file of dir; a file at fault fails
+// the scan when strict, and is refused alone (d.refused) otherwise. A
+// strict scan that finds no agent fails.
+func scanDeployment(dir string, strict bool) (*deployment, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("agents: %w", err)
@@ -213,26 +213,24 @@ func loadDeploymentServing(dir string) (*deployment, error) {
 		}
 		path := filepath.Join(dir, name)
 		a, err := loadAgent(path)
+		if err == nil {
+			if other, dup := d.agents[a.spec.Slug]; dup {
+				err = &fileError{File: path, Field: "slug", Reason: fmt.Sprintf("%q is also defined in %s", a.spec.Slug, other.file)}
+			}
+		}
 		var ferr *fileError
 		switch {
+		case err == nil:
+			d.agents[a.spec.Slug] = a
+		case strict:
+			return nil, err
 		case errors.As(err, &ferr):
 			d.refused = append(d.refused, ferr)
-			continue
-		case err != nil:
+		default:
 			d.refused = append(d.refused, &fileError{File: path, Reason: err.Error()})
-			continue
 		}
-		if other, dup := d.agents[a.spec.Slug]; dup {
-			d.refused = append(d.refused, &fileError{File: path, Field: "slug", Reason: fmt.Sprintf("%q is also defined in %s", a.spec.Slug, other.file)})
-			continue
-		}
-		d.agents[a.spec.Slug] = a
 	}
-	d.refuseIncomplete()
-	if len(d.agents) == 0 {
-		if len(d.refused) > 0 {
-			return nil, d.refused[0]
-		}
+	if strict && len(d.agents) == 0 {
 		return nil, fmt.Errorf("agents: no agent definitions in %s", dir)
 	}
 	return d, nil
