@@ -30,6 +30,14 @@ const (
 	// come after it: a /readyz polled often, or every start of a run,
 	// costs one write (an fsync) a second at most.
 	probeReuse = time.Second
+	// faultHold is how long a write that JetStream failed to store keeps
+	// the node not ready when no write to its stream has been stored
+	// since, nor failed again: then the probe decides. Under load the
+	// writes that fail renew the fault well within it (each try of a
+	// publish that goes unanswered fails in 5 s); an idle node whose
+	// writes failed (a start refused, nothing retrying) would otherwise
+	// wait for a write to that stream that only readiness lets in.
+	faultHold = 10 * time.Second
 )
 
 // readiness is the node's record of its last probe.
@@ -41,6 +49,12 @@ type readiness struct {
 	at     time.Time
 	ok     bool
 	reason string
+
+	// The write fault Ready last saw (cjs.WriteFault's Seq) and when it
+	// first saw it, on the Waits clock.
+	fmu       sync.Mutex
+	faultSeq  uint64
+	faultSeen time.Time
 }
 
 // openReadiness creates the probe bucket and its writer (through the
@@ -68,11 +82,16 @@ func (n *Node) openReadiness(ctx context.Context, js jetstream.JetStream, replic
 // when it cannot, why: NATS is connected, this member is in its cluster's
 // topology and its membership is current, its active set has read the
 // log as it stood at the start (so its first sweep can resume the runs it
-// owns), and a probe write lands (a key
-// of its own in a bucket replicated as the log, expiring). A JetStream
-// that refuses writes (a full disk or stream, no stream leader, JetStream
-// turned off) fails the probe. The probe is bounded by probeTimeout, and
-// its answer stands for probeReuse.
+// owns), none of the streams it writes has failed to store its last
+// write (the store's WriteFaults: a full disk, a full stream, a publish
+// left unanswered; see writeFault), and a probe write lands (a key of its
+// own in a bucket replicated as the log, expiring). A JetStream that
+// refuses writes (a full disk or stream, no stream leader, JetStream
+// turned off) fails the probe too; but a disk with room for the probe's
+// few bytes and none for the log's writes, or a store that failed on the
+// log's stream alone, lets it land, and only the writes that failed tell.
+// The probe is bounded by probeTimeout, and its answer stands for
+// probeReuse.
 func (n *Node) Ready(ctx context.Context) (bool, string) {
 	n.mu.Lock()
 	closed := n.closed
@@ -99,7 +118,34 @@ func (n *Node) Ready(ctx context.Context) (bool, string) {
 	if why, reading := n.actives.reading(); reading {
 		return false, why // its first sweep, which resumes the runs it owns, waits for it
 	}
+	if why, held := n.writeFault(); held {
+		return false, why
+	}
 	return n.probe(ctx, m.id)
+}
+
+// writeFault reports the store's last write fault (a stream none of whose
+// writes has been stored since one failed): from the failed write on,
+// at once, and until a write to that stream is stored, or for faultHold
+// after Ready first saw its latest failure, when the probe decides again.
+// The probe bucket's own faults are the probe's to report: its next write
+// that lands ends them.
+func (n *Node) writeFault() (string, bool) {
+	f := n.store.WriteFaults().Last("KV_" + readyBucket)
+	if f == nil {
+		return "", false
+	}
+	r := &n.ready
+	now := n.cfg.Waits.Now()
+	r.fmu.Lock()
+	defer r.fmu.Unlock()
+	if f.Seq != r.faultSeq {
+		r.faultSeq, r.faultSeen = f.Seq, now
+	}
+	if now.Sub(r.faultSeen) >= faultHold {
+		return "", false
+	}
+	return f.Error() + " (ready again once a write to " + f.Stream + " is stored)", true
 }
 
 // serverNow is the time on JetStream's clock: the time stored with a key

@@ -50,6 +50,10 @@ type nodeOptions struct {
 	// schemaLevel caps the schema version the node writes (--schema-level;
 	// zero: this build's).
 	schemaLevel schemaLevel
+	// writeFaults, set by startApp, is where the node's store and its
+	// embedded server record the writes JetStream failed to store: the
+	// node's readiness follows them (actors.Node.Ready).
+	writeFaults *jetstream.WriteFaults
 	// discover is how long to wait for capability services to answer at
 	// start; zero means 300ms with --nats and none with the embedded server
 	// (nothing else can be connected to it yet).
@@ -131,6 +135,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.writeFaults = &jetstream.WriteFaults{}
 	nc, closeNATS, health, err := connectWatched(o)
 	if err != nil {
 		return nil, err
@@ -195,6 +200,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	cfg.Store.GroupCommit.Mode = jetstream.CommitMode(o.groupCommit)
 	cfg.Store.Keys = o.keys.ring
 	cfg.Store.Stream = o.stream
+	cfg.Store.WriteFaults = o.writeFaults
 	if o.metrics != nil {
 		cfg.Store.OnCommit = o.metrics.commit
 		cfg.Store.OnBatch = o.metrics.batch
@@ -249,7 +255,8 @@ func connectWatched(o nodeOptions) (*nats.Conn, func(), func() error, error) {
 		}
 		return nc, nc.Close, nil, nil
 	}
-	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync, Stream: o.stream})
+	scfg, err := o.cluster.serverConfig(jetstream.ServerConfig{StoreDir: filepath.Join(o.data, "jetstream"), Port: -1, NoSync: o.noSync, Stream: o.stream,
+		WriteFaults: o.writeFaults})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -296,6 +296,11 @@ func (c *committer) send(batch []*pending) {
 	}
 	start := time.Now()
 	last, err := c.publishBatch(batch)
+	if err == nil {
+		c.w.faults.stored(c.w.name)
+	} else {
+		c.w.faults.publishFailed(c.w.name, err, false) // its commits are published one by one next, each try recorded
+	}
 	if c.w.onBatch != nil {
 		c.w.onBatch(BatchEvent{Stream: c.w.name, Size: len(batch), Duration: time.Since(start), Err: err})
 	}

@@ -59,3 +59,6 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg Config) (jets
 	cfg.Replicas = max(cfg.Replicas, 1)
 	return ensureStream(ctx, js, streamConfig(cfg))
 }
+
+// StorageFault is storageFault.
+var StorageFault = storageFault

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/store/jetstream"
@@ -98,4 +100,80 @@ func fillUp(path string) error {
 		}
 	}
 	return nil
+}
+
+// An embedded server whose disk fills records the write error of the
+// stream that met it in its WriteFaults at once, naming the stream and
+// the store's error (ENOSPC): its publisher hears nothing (the server
+// answers such a publish with nothing), and would learn of it only when
+// its request times out. Needs a tmpfs of its own, as the test above.
+func TestServerReportsAFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m,mode=0700"); err != nil {
+		t.Skipf("a tmpfs cannot be mounted here (%v): the full disk is not reproduced", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	ctx := context.Background()
+	faults := &jetstream.WriteFaults{}
+	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: filepath.Join(dir, "data"), WriteFaults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(ctx)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s, err := jetstream.New(ctx, nc, jetstream.Config{WriteFaults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) error {
+		_, err := s.Log.Write(ctx, &nats.Msg{Subject: "cairn.test.full", Data: make([]byte, 8<<10)}, fmt.Sprintf("full-%d", n), "", 0)
+		return err
+	}
+	if err := write(0); err != nil {
+		t.Fatal(err)
+	}
+	if f := faults.Last(); f != nil {
+		t.Fatalf("on a disk with room: fault %v", f)
+	}
+	if err := fillUp(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	wrote := make(chan error, 1)
+	go func() {
+		// Writes until one meets the full disk: a write within the
+		// store's last block page may still fit.
+		for n := 1; ; n++ {
+			if err := write(n); err != nil || faults.Last() != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for faults.Last() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no fault a minute after the disk filled (the writes: %v)", <-wrote)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f := faults.Last()
+	if f.Stream != "CAIRN" || !errors.Is(f, syscall.ENOSPC) {
+		t.Fatalf("fault %v, want CAIRN's, of ENOSPC", f)
+	}
+	took := time.Since(began)
+	nc.Close() // the write waiting for an answer that never comes ends
+	<-wrote
+	if took > time.Second {
+		t.Fatalf("the fault was recorded %s after the disk filled, want within a second", took)
+	}
+	t.Logf("the fault was recorded %s after the disk filled: %v", took, f)
 }

@@ -34,6 +34,10 @@ type LogConfig struct {
 	GroupCommit GroupCommit
 	// OnBatch, when set, observes every atomic batch (metrics).
 	OnBatch func(BatchEvent)
+	// WriteFaults, when set, records the outcome of every publish (a
+	// single one's every try, a batch's commit): whether the stream
+	// stores. Nil records nothing.
+	WriteFaults *WriteFaults
 }
 
 // Log writes messages to one stream exactly once, each optionally
@@ -55,6 +59,7 @@ type Log struct {
 	stream   jetstream.Stream
 	log      *slog.Logger
 	onBatch  func(BatchEvent)
+	faults   *WriteFaults
 	// publishMsg is w.request (PublishMsg for a message whose headers
 	// are set); tests replace it to lose acknowledgements.
 	publishMsg func(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error)
@@ -141,7 +146,7 @@ func newLog(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg LogC
 	}
 	w := &Log{
 		name: cfg.Stream, replicas: cfg.Replicas, retries: cfg.Retries, backoff: cfg.Backoff,
-		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch,
+		nc: nc, js: js, stream: st, log: log, onBatch: cfg.OnBatch, faults: cfg.WriteFaults,
 		batchPublish: nc.PublishMsg, batchRequest: nc.RequestMsgWithContext,
 		replies: &replies{nc: nc},
 	}
@@ -152,7 +157,7 @@ func newLog(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg LogC
 
 // LogOn returns a Log on another stream (one of the node's KV
 // buckets, say) with the store's connection, retries and group commit
-// configuration and OnBatch hook, whose committer shares the store's count of writes in
+// configuration, OnBatch hook and WriteFaults, whose committer shares the store's count of writes in
 // flight: under SyncAlways every single publish is an fsync of the same
 // disk, whichever stream it goes to, so when many runs write at once the
 // writes to every stream batch, not only the log's. Like NewLog, it
@@ -160,7 +165,7 @@ func newLog(nc *nats.Conn, js jetstream.JetStream, st jetstream.Stream, cfg LogC
 // single.
 func (s *Store) LogOn(ctx context.Context, stream string) (*Log, error) {
 	return openLog(ctx, s.nc, LogConfig{Stream: stream, Replicas: s.cfg.Replicas, Retries: s.cfg.Retries, Backoff: s.cfg.Backoff,
-		Logger: s.cfg.Logger, GroupCommit: s.cfg.GroupCommit, OnBatch: s.cfg.OnBatch}, s.commits.active)
+		Logger: s.cfg.Logger, GroupCommit: s.cfg.GroupCommit, OnBatch: s.cfg.OnBatch, WriteFaults: s.cfg.WriteFaults}, s.commits.active)
 }
 
 // Write stores msg once, with Msg-Id id, and returns its stream sequence.
@@ -221,8 +226,12 @@ func (w *Log) publish(ctx context.Context, msg *nats.Msg, id, fence string, expe
 		ack, err := w.publishMsg(pctx, msg)
 		cancel()
 		if err == nil {
+			w.faults.stored(w.name)
 			return ack.Sequence, nil
 		}
+		// Every try counts: a stream that stores no more is known at the
+		// first that fails, not after the retries.
+		w.faults.publishFailed(w.name, err, unanswered(ctx, err) && !w.down())
 		switch {
 		case fence != "" && conflict(err):
 			// Either another writer got in, or an earlier try of this very

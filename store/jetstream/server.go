@@ -56,6 +56,12 @@ type ServerConfig struct {
 	// Stream is the run log's stream, the one ReaderUser may read; ""
 	// means events.DefaultStream (as Config.Stream).
 	Stream string
+	// WriteFaults, when set, records the write errors of the server's
+	// stream stores (a full disk, an I/O error) the moment the server
+	// reports them: it answers the publish that met one with nothing, and
+	// its publisher learns of it only when its request times out. Give
+	// the node's Store the same one (Config.WriteFaults).
+	WriteFaults *WriteFaults
 }
 
 // TLSConfig names PEM files: the server's certificate (valid for the hosts
@@ -233,7 +239,7 @@ func startServer(cfg ServerConfig) (*Server, error) {
 	// cannot open its store, a port in use) only to its logger, and then
 	// never accepts a connection: without one, a start failed as a 30 s
 	// wait and no reason.
-	fatal := &fatalLog{}
+	fatal := &fatalLog{faults: cfg.WriteFaults}
 	srv.SetLoggerV2(fatal, false, false, false)
 	srv.Start() // does not block
 	if err := fatal.err(); err != nil {
@@ -315,11 +321,13 @@ func writable(dir string) error {
 
 // fatalLog is the embedded server's logger: silent, but it keeps the
 // first fatal error the server reports (it does not exit on it, as the
-// server's own logger would), and what it reports of refused routes,
-// which it tells no one else.
+// server's own logger would), what it reports of refused routes, which it
+// tells no one else, and the write errors of its streams' stores
+// (faults).
 type fatalLog struct {
-	mu    sync.Mutex
-	first string
+	faults *WriteFaults
+	mu     sync.Mutex
+	first  string
 	// duplicate: a server with this one's name routed to it.
 	duplicate bool
 	// refused is when a route was last refused for its secret.
@@ -347,9 +355,20 @@ func (l *fatalLog) err() error {
 // them only as these two lines, each prefixed with the connection: the
 // server that accepts a route from a server of its own name, and the
 // server whose route the other refused for its credentials.
-// TestClusterServerReportsRefusedRoutes holds the formats.
+// TestClusterServerReportsRefusedRoutes holds the formats. It records a
+// stream store's write error in faults: the server (2.15.3, stream.go
+// setWriteErrLocked) reports it once per stream, as the line below with
+// the account, the stream and the error, when the store first fails a
+// write; it answers the publish nothing. TestServerReportsAFullDisk holds
+// the format.
 func (l *fatalLog) Errorf(format string, v ...any) {
 	switch {
+	case format == "JetStream stream '%s > %s' critical write error: %v" && len(v) == 3:
+		stream, _ := v[1].(string)
+		err, _ := v[2].(error)
+		if stream != "" && err != nil {
+			l.faults.failed(stream, err)
+		}
 	case strings.HasSuffix(format, "Remote server has a duplicate name: %q"):
 		l.mu.Lock()
 		l.duplicate = true

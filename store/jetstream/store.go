@@ -88,6 +88,12 @@ type Config struct {
 	OnCommit func(CommitEvent)
 	// OnBatch, when set, observes every atomic batch (metrics).
 	OnBatch func(BatchEvent)
+	// WriteFaults records whether the streams the store writes store
+	// (WriteFaults): the log's and those of its Logs from LogOn. Nil means
+	// a WriteFaults of the store's own (Store.WriteFaults); an embedded
+	// server given the same one (ServerConfig.WriteFaults) records its
+	// stores' write errors there too.
+	WriteFaults *WriteFaults
 	// Keys, when set, seal every event body and offloaded payload this
 	// store writes (AES-256-GCM, events.Keyring) and open sealed ones it
 	// reads; plain ones still read. Nil writes plain events, and a sealed
@@ -145,6 +151,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.WriteFaults == nil {
+		cfg.WriteFaults = &WriteFaults{}
+	}
 	if err := cfg.GroupCommit.defaults(); err != nil {
 		return nil, err
 	}
@@ -158,7 +167,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, Log: newLog(nc, js, st, LogConfig{
 		Stream: cfg.Stream, Replicas: cfg.Replicas, Retries: cfg.Retries, Backoff: cfg.Backoff,
-		Logger: cfg.Logger, GroupCommit: cfg.GroupCommit, OnBatch: cfg.OnBatch,
+		Logger: cfg.Logger, GroupCommit: cfg.GroupCommit, OnBatch: cfg.OnBatch, WriteFaults: cfg.WriteFaults,
 	}, nil)}
 	err = Setup(ctx, func(ctx context.Context) (err error) {
 		s.blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
@@ -830,6 +839,10 @@ var errFound = errors.New("found")
 // Close ends the Store (its Log: Log.Close). Logs made by
 // LogOn are their callers' to close; run handles fail after it.
 func (s *Store) Close(ctx context.Context) error { return s.Log.Close(ctx) }
+
+// WriteFaults is where the store records whether its streams store
+// (Config.WriteFaults, or the store's own).
+func (s *Store) WriteFaults() *WriteFaults { return s.cfg.WriteFaults }
 
 // AwaitsModel reports whether the run's next step is a model request: a
 // writable handle of a run with no checkpoint yet (its first commit,
