@@ -50,8 +50,8 @@
 // null whatever its prototypes hold, and Dates and Number, String and
 // Boolean objects are read through the original builtins. So a script that
 // pollutes Object.prototype, Array.prototype or Date.prototype cannot
-// change what a later script returns or sends to the host. The script
-// ends when its promise has settled and no callback is pending, so
+// change how the values it returns or sends to the host are written. The
+// script ends when its promise has settled and no callback is pending, so
 // callbacks that were started but not awaited still complete (and count). A
 // script that awaits a promise nothing can settle fails at once instead of
 // waiting for its timeout; an unhandled promise rejection fails the script.
@@ -78,7 +78,11 @@
 // that nothing such a script left in the process (a heap grown to its
 // limit) meets another run's script. A worker that ran a script that
 // ended normally collects what the script left (when it is more than 1/16
-// of MemoryBytes) before it takes the next.
+// of MemoryBytes) before it takes the next, and is replaced when its
+// address space grew more than MemoryBytes past its idle size (Go keeps
+// the address space its heap once took, and the address-space limit
+// counts it), so that every script has at least 3/4 of a fresh worker's
+// headroom.
 //
 // # Bindings
 //
@@ -121,11 +125,13 @@
 // that finds them all busy waits for one, first come first served, as long
 // as its context allows; workers start on demand, serve the scripts of
 // many runs one at a time, and are replaced after DefaultWorkerScripts
-// scripts (see pool.go). It is the default because
-// goja has no memory limit: a watchdog can interrupt allocation loops, but
-// one builtin allocation such as "x".repeat(2**31-1) or
-// new Array(2**32-1).fill(0) either succeeds at gigabytes or kills the whole
-// process with Go's "fatal error: out of memory", which no recover catches.
+// scripts (see pool.go).
+//
+// It is the default because goja has no memory limit: a watchdog can
+// interrupt allocation loops, but one builtin allocation such as
+// "x".repeat(2**31-1) or new Array(2**32-1).fill(0) either succeeds at
+// gigabytes or kills the whole process with Go's "fatal error: out of
+// memory", which no recover catches.
 // In a worker such a script kills only the worker, under an address-space
 // limit (RLIMIT_AS, set by the worker on itself at start; Linux): Execute
 // reports a "limit" failure ("memory limit exceeded ... the JavaScript

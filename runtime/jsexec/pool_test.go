@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -444,20 +448,79 @@ func TestSettleCollectsWhatAScriptLeft(t *testing.T) {
 	}
 }
 
-// TestLargeScriptsOfTwoRunsInOneWorker: two runs' scripts in turn on one
-// worker, each holding 60% of the memory limit until it returns: the
-// second is not stopped for what the first left.
-func TestLargeScriptsOfTwoRunsInOneWorker(t *testing.T) {
+// bigScript holds 38 MiB, 60% of memoryBomb's limit, until it returns.
+const bigScript = `const a = []; for (let i = 0; i < 38; i++) a.push("x".repeat(1 << 20) + i); return a.length`
+
+// TestLargeScriptsOfTwoRunsInTurn: two runs' scripts in turn on a pool of
+// one worker, each holding 60% of the memory limit until it returns: none
+// is stopped for what the one before left. Without settle the second was
+// stopped by the heap watchdog for the first's garbage; without retiring a
+// worker whose address space grew, one was killed short of its headroom
+// on a loaded machine (the address-space limit counts what Go keeps of
+// the earlier heaps).
+func TestLargeScriptsOfTwoRunsInTurn(t *testing.T) {
 	leakCheck(t)
 	f := newPoolFactory(t, 1, memoryBomb)
-	const code = `const a = []; for (let i = 0; i < 38; i++) a.push("x".repeat(1 << 20) + i); return a.length`
-	a := newTestExecutor(t, f, newFake()).(*workerExecutor)
-	b := newTestExecutor(t, f, newFake()).(*workerExecutor)
+	a := newTestExecutor(t, f, newFake())
+	b := newTestExecutor(t, f, newFake())
 	for i := range 3 {
-		checkStep(t, run(t, a, fmt.Sprint("a", i), code), step{want: `38`})
-		checkStep(t, run(t, b, fmt.Sprint("b", i), code), step{want: `38`})
+		checkStep(t, run(t, a, fmt.Sprint("a", i), bigScript), step{want: `38`})
+		checkStep(t, run(t, b, fmt.Sprint("b", i), bigScript), step{want: `38`})
 	}
-	if a.pid() != b.pid() {
-		t.Errorf("a ran in worker %d, b in %d: want the same worker", a.pid(), b.pid())
+}
+
+// TestWorkerRetiredWhenItsAddressSpaceGrew: a worker waiting for a script
+// never has an address space more than MemoryBytes past its idle size, so
+// every script has at least 3/4 of a fresh worker's headroom under the
+// address-space limit: one whose heap grew so far is replaced.
+func TestWorkerRetiredWhenItsAddressSpaceGrew(t *testing.T) {
+	leakCheck(t)
+	f := newPoolFactory(t, 1, memoryBomb)
+	ex := newTestExecutor(t, f, newFake()).(*workerExecutor)
+	for i := range 3 {
+		checkStep(t, run(t, ex, fmt.Sprint("big", i), bigScript), step{want: `38`})
+		f.pool.mu.Lock()
+		idle := slices.Clone(f.pool.idle)
+		f.pool.mu.Unlock()
+		for _, p := range idle {
+			size, err := vmSizeOf(p.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if over := int64(size) - int64(p.ready.AddrIdle); over > memoryBomb.MemoryBytes {
+				t.Errorf("worker %d waits for a script with its address space %d MiB past its idle size (limit %d MiB)", p.pid, over>>20, memoryBomb.MemoryBytes>>20)
+			}
+		}
+	}
+}
+
+// vmSizeOf reads a process's VmSize in bytes.
+func vmSizeOf(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0, err
+	}
+	field, _, _ := strings.Cut(string(b), " ")
+	pages, err := strconv.ParseUint(field, 10, 64)
+	return pages * uint64(os.Getpagesize()), err
+}
+
+// TestWorkersOption: the bound defaults to DefaultWorkers(), at least 4,
+// and must be at least 1.
+func TestWorkersOption(t *testing.T) {
+	f, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Workers() != DefaultWorkers() || DefaultWorkers() < 4 || DefaultWorkers() < 2*runtime.GOMAXPROCS(0) {
+		t.Errorf("workers %d, DefaultWorkers %d", f.Workers(), DefaultWorkers())
+	}
+	if f, err := New(WithWorkers(3)); err != nil || f.Workers() != 3 {
+		t.Errorf("WithWorkers(3): %v", err)
+	}
+	for _, n := range []int{0, -1} {
+		if _, err := New(WithWorkers(n)); err == nil {
+			t.Errorf("WithWorkers(%d) accepted", n)
+		}
 	}
 }

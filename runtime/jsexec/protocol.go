@@ -62,11 +62,13 @@ type frame struct {
 	Failed     bool            `json:"failed,omitempty"`
 	Error      string          `json:"error,omitempty"`
 
-	// result; Reset says the script left its realm unfit for another
-	// (see realm.broken): the worker is not given another script.
+	// result; Retire says the worker is not to be given another script:
+	// the script broke its realm (see realm.broken), or the worker's
+	// address space grew past its idle size plus MemoryBytes (see
+	// runWorker).
 	Outcome   *wireOutcome `json:"outcome,omitempty"`
 	Cancelled bool         `json:"cancelled,omitempty"`
-	Reset     bool         `json:"reset,omitempty"`
+	Retire    bool         `json:"retire,omitempty"`
 }
 
 // wireOutcome is jstool.Outcome without attachments.

@@ -87,9 +87,13 @@ func (st *workerState) cancelIf(id uint64) {
 // code. A worker serves the scripts of many runs, one at a time, each in a
 // realm built for it alone: the next script's realm is built ahead (see
 // spare; its capabilities come with the script), and dropped when the
-// script ends. Before it waits again, the worker collects what a large
-// script left, so that another run's script finds the heap as the worker
-// started it (the heap watchdog bounds this whole process's heap).
+// script ends. So that another run's script finds the worker as it
+// started, the worker collects what a large script left before it waits
+// again (the heap watchdog bounds this whole process's heap), and asks to
+// be retired when its address space has grown past its idle size plus
+// MemoryBytes (Go keeps the address space its heap once took, and the
+// address-space limit counts it: the next script would be killed short of
+// the headroom a fresh worker gives).
 func runWorker() int {
 	out, err := protocolOut()
 	if err != nil {
@@ -113,6 +117,7 @@ func runWorker() int {
 	if lerr != nil {
 		ready.LimitError = lerr.Error()
 	}
+	addr := openAddrMeter()
 	realms := newSpare(lim, true)
 	if err := writeFrame(out, ready); err != nil {
 		return 3
@@ -163,12 +168,15 @@ func runWorker() int {
 				fmt.Fprintln(os.Stderr, "jsexec worker:", err)
 				return 3
 			}
-			o, rerr, reset := runExec(r, f, lim, out, st)
+			o, rerr, retire := runExec(r, f, lim, out, st)
 			r = nil
-			if err := writeFrame(out, &frame{T: frameResult, ID: f.ID, Outcome: toWire(o), Cancelled: rerr != nil, Reset: reset}); err != nil {
+			if size := addr.size(); idle > 0 && size > idle+uint64(lim.MemoryBytes) {
+				retire = true
+			}
+			if err := writeFrame(out, &frame{T: frameResult, ID: f.ID, Outcome: toWire(o), Cancelled: rerr != nil, Retire: retire}); err != nil {
 				return 3
 			}
-			if !reset { // after a reset the parent kills the worker
+			if !retire { // a retired worker is killed by the parent
 				settle(base, lim)
 			}
 		}
@@ -190,9 +198,9 @@ func settle(base uint64, lim Limits) {
 	}
 }
 
-// runExec runs the script of an exec frame in r. reset says r broke (a
+// runExec runs the script of an exec frame in r. broken says r broke (a
 // worker whose realm broke is not given another script).
-func runExec(r *realm, f *frame, lim Limits, out io.Writer, st *workerState) (o jstool.Outcome, rerr error, reset bool) {
+func runExec(r *realm, f *frame, lim Limits, out io.Writer, st *workerState) (o jstool.Outcome, rerr error, broken bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	results := make(chan callResult, lim.MaxPendingCallbacks)

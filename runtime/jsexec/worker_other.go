@@ -19,6 +19,13 @@ func limitAddressSpace(uint64) (uint64, uint64, error) {
 
 func workerSysProcAttr() *syscall.SysProcAttr { return nil }
 
+// addrMeter is Linux only: elsewhere there is no address-space limit to
+// keep headroom under.
+type addrMeter struct{}
+
+func openAddrMeter() *addrMeter { return &addrMeter{} }
+func (*addrMeter) size() uint64 { return 0 }
+
 // exitSignal is Linux only: elsewhere a worker's death is described by its
 // exit status alone.
 func exitSignal(*os.ProcessState) (name string, fault bool) { return "", false }

@@ -114,7 +114,7 @@ func (e *workerExecutor) Execute(ctx context.Context, s jstool.Script) (out jsto
 					}
 				}(f.Seq, f.Capability, f.Args)
 			case f.T == frameResult && f.ID == id:
-				keep = !f.Reset
+				keep = !f.Retire
 				o := f.Outcome.outcome()
 				o.Attachments = attachments
 				if ectx.Err() != nil {
