@@ -3,6 +3,11 @@ package jsexec
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,4 +156,132 @@ func benchAfterWait(b *testing.B, inline bool) {
 			b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N), "ns/script")
 		})
 	}
+}
+
+// BenchmarkAttempts compares the two ways of giving attempts workers, at 1
+// and at 64 attempts at once: "per-attempt", a worker of the attempt's own
+// from its first script to its end (what ModeWorker did before the pool:
+// here a factory of one worker per attempt), and "pool", the factory's
+// pool of 4 shared by every attempt. Each op is a round of attempts, all
+// at once; each attempt runs 3 scripts of one callback, and between two
+// scripts waits (on its model, say) until every attempt of the round has
+// run the script before. Reported: ns/script, the wall time of a round
+// over its scripts; procs, the most worker processes alive at the waits;
+// rss-MB, their resident memory then, summed.
+func BenchmarkAttempts(b *testing.B) {
+	const scripts, workers = 3, 4
+	for _, attempts := range []int{1, 64} {
+		for _, design := range []string{"per-attempt", "pool"} {
+			b.Run(fmt.Sprintf("%s/attempts=%d", design, attempts), func(b *testing.B) {
+				newFactory := func() *Factory {
+					n := workers
+					if design == "per-attempt" {
+						n = 1
+					}
+					f, err := New(WithWorkers(n))
+					if err != nil {
+						b.Fatal(err)
+					}
+					return f
+				}
+				shared := newFactory()
+				var procs, rss int
+				var spent time.Duration
+				for b.Loop() {
+					// waits[k] is the wait after script k: the round's last
+					// attempt to get there measures the workers and lets
+					// every attempt go on.
+					waits := make([]*roundWait, scripts)
+					for k := range waits {
+						waits[k] = newRoundWait(attempts, func() {
+							n, r := workerUsage()
+							procs, rss = max(procs, n), max(rss, r)
+						})
+					}
+					start := time.Now()
+					var wg sync.WaitGroup
+					errs := make(chan error, attempts)
+					for a := range attempts {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							f := shared
+							if design == "per-attempt" {
+								f = newFactory()
+							}
+							ex, err := f.NewExecutor(context.Background(), benchConfig)
+							if err != nil {
+								errs <- err
+								return
+							}
+							defer ex.Close()
+							for k := range scripts {
+								out, err := ex.Execute(context.Background(), jstool.Script{CallID: fmt.Sprint(a, k), Code: `return (await caps.kv.get({key: "k"})).n`})
+								if err == nil && (out.Failure != nil || string(out.Value) != "1") {
+									err = fmt.Errorf("outcome %s %+v", out.Value, out.Failure)
+								}
+								if err != nil {
+									errs <- err
+								}
+								waits[k].arrive()
+							}
+						}()
+					}
+					wg.Wait()
+					spent += time.Since(start)
+					close(errs)
+					for err := range errs {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N*attempts*scripts), "ns/script")
+				b.ReportMetric(float64(procs), "procs")
+				b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+			})
+		}
+	}
+}
+
+// roundWait lets n goroutines go on once all have arrived; the last to
+// arrive runs last first.
+type roundWait struct {
+	mu   sync.Mutex
+	n    int
+	last func()
+	all  chan struct{}
+}
+
+func newRoundWait(n int, last func()) *roundWait {
+	return &roundWait{n: n, last: last, all: make(chan struct{})}
+}
+
+func (w *roundWait) arrive() {
+	w.mu.Lock()
+	w.n--
+	if w.n == 0 {
+		w.last()
+		close(w.all)
+	}
+	w.mu.Unlock()
+	<-w.all
+}
+
+// workerUsage counts this process's children and sums their resident
+// memory (VmRSS), in bytes.
+func workerUsage() (n, rss int) {
+	for _, c := range children() {
+		pid, _, _ := strings.Cut(c, "(")
+		b, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			continue
+		}
+		n++
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+				rss += kb << 10
+			}
+		}
+	}
+	return n, rss
 }

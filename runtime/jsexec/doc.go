@@ -147,15 +147,19 @@
 // signal SIGINT from outside Cairn", "... crashed with signal ...",
 // "... exited unexpectedly ...", never a guessed limit. A worker
 // costs ~6 ms to start (once per DefaultWorkerScripts scripts while the
-// factory has an open executor), ~100 us per trivial script, a fresh
-// realm included, and ~110 us per callback round trip (bench_test.go).
+// factory has an open executor), ~180 us per trivial script back to back
+// (~90 us when a realm was kept between scripts: building a fresh one,
+// ~60 us of goja's builtins, is most of the difference), and ~100 us per
+// callback round trip (bench_test.go; BenchmarkAttempts compares the pool
+// with a worker per attempt).
 //
-// ModeInProcess runs the realm in the calling process: ~70 us per trivial
-// script (~50 of them to build its realm) and ~12 us per callback, but its
-// memory watchdog bounds the growth of the whole process's heap and cannot
-// stop a single huge allocation, and a script stuck in a builtin keeps a
-// goroutine busy after Execute has returned (the realm is abandoned to
-// it). Use it for trusted scripts, tests and benchmarks.
+// ModeInProcess runs the realm in the calling process: ~100 us per trivial
+// script (~7 us when a realm was kept between scripts) and ~15 us per
+// callback, but its memory watchdog bounds the growth of the whole
+// process's heap and cannot stop a single huge allocation, and a script
+// stuck in a builtin keeps a goroutine busy after Execute has returned
+// (the realm is abandoned to it). Use it for trusted scripts, tests and
+// benchmarks.
 //
 // # Limits
 //
