@@ -257,13 +257,18 @@ func WithLogger(l *slog.Logger) Option {
 // WithWorkers bounds the worker processes alive at once in ModeWorker,
 // whatever the number of executors: a script that finds every worker busy
 // waits for one (as long as its context allows) rather than starting
-// another. n must be at least 1. Default DefaultWorkers().
+// another. Zero means DefaultWorkers() (so a flag's zero value can be
+// passed as is); a negative n is an error.
 func WithWorkers(n int) Option {
 	return func(s *settings) error {
-		if n < 1 {
-			return fmt.Errorf("jsexec: %d workers: at least 1 is needed", n)
+		switch {
+		case n < 0:
+			return fmt.Errorf("jsexec: %d workers: the bound cannot be negative", n)
+		case n == 0:
+			s.workers = DefaultWorkers()
+		default:
+			s.workers = n
 		}
-		s.workers = n
 		return nil
 	}
 }

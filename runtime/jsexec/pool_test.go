@@ -505,8 +505,8 @@ func vmSizeOf(pid int) (uint64, error) {
 	return pages * uint64(os.Getpagesize()), err
 }
 
-// TestWorkersOption: the bound defaults to DefaultWorkers(), at least 4,
-// and must be at least 1.
+// TestWorkersOption: the bound defaults to DefaultWorkers(), at least 4;
+// WithWorkers(0) means the default, a negative bound is refused.
 func TestWorkersOption(t *testing.T) {
 	f, err := New()
 	if err != nil {
@@ -518,9 +518,10 @@ func TestWorkersOption(t *testing.T) {
 	if f, err := New(WithWorkers(3)); err != nil || f.Workers() != 3 {
 		t.Errorf("WithWorkers(3): %v", err)
 	}
-	for _, n := range []int{0, -1} {
-		if _, err := New(WithWorkers(n)); err == nil {
-			t.Errorf("WithWorkers(%d) accepted", n)
-		}
+	if f, err := New(WithWorkers(0)); err != nil || f.Workers() != DefaultWorkers() {
+		t.Errorf("WithWorkers(0): %v", err)
+	}
+	if _, err := New(WithWorkers(-1)); err == nil {
+		t.Error("WithWorkers(-1) accepted")
 	}
 }
