@@ -63,6 +63,9 @@ type nodeOptions struct {
 	// than stopping: runs pinned to a refused agent's earlier versions go
 	// on (loadDeploymentServing).
 	servePinned bool
+	// jsWorkers bounds the JavaScript worker processes (--js-workers;
+	// zero: jsexec.DefaultWorkers(), twice the CPUs and at least 4).
+	jsWorkers int
 }
 
 func (o nodeOptions) discoverWait() time.Duration {
@@ -158,7 +161,7 @@ func startApp(ctx context.Context, o nodeOptions) (*app, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}
-	executors, err := jsexec.New()
+	executors, err := jsexec.New(jsexec.WithWorkers(o.jsWorkers))
 	if err != nil {
 		return nil, err
 	}

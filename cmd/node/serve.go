@@ -66,6 +66,7 @@ func serveCmd(args []string, stderr io.Writer) int {
 	groupCommitFlag(fs, &o.groupCommit)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8700", "HTTP address")
 	fs.StringVar(&o.mcpServers, "mcp-servers", "", "file of MCP servers whose tools are capabilities (YAML or JSON)")
+	fs.IntVar(&o.jsWorkers, "js-workers", 0, "JavaScript worker processes at most; a run_js script that finds them all busy waits for one (0: twice the CPUs, at least 4)")
 	payloadKeysFlag(fs, &o.keys)
 	streamFlag(fs, &o.stream)
 	token := fs.String("token", "", "bearer token of the default principal")
@@ -76,7 +77,7 @@ func serveCmd(args []string, stderr io.Writer) int {
 	logs := logFlags(fs)
 	config := fs.String("config", "", "configuration file (YAML or JSON); flags and CAIRN_* variables override it")
 	o.cluster.flags(fs) // cluster.go
-	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "metrics-token", "stream", "retention", "retention-sweep", "schema-level"}, clusterFlagNames...)...); err != nil {
+	if err := parseFlags(fs, args, append([]string{"agents", "data", "nats", "model", "group-commit", "mcp-servers", "js-workers", "payload-keys", "log", "log-level", "config", "listen", "token", "raw-principals", "metrics-token", "stream", "retention", "retention-sweep", "schema-level"}, clusterFlagNames...)...); err != nil {
 		return parseFailed(stderr, "node serve", err)
 	}
 	if *config != "" {
