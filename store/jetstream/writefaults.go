@@ -91,9 +91,11 @@ func (f *WriteFaults) stored(stream string) {
 // unanswered says the publish got no answer in its time while the
 // connection stayed up: a single server whose store met a write error
 // answers no publish to the stream again (nats-server 2.15), and so does
-// a stream without a leader. A storage error is a fault; so is an
-// unanswered publish, and any outage (Unavailable) of a stream whose fault
-// holds renews it. Other errors (a conflict, a message too large) say
+// a stream without a leader. A storage error is a fault. An unanswered
+// publish, or any outage (Unavailable), of a stream whose fault holds
+// renews it with its cause (the embedded server's ENOSPC says more than
+// the silence that follows it); an unanswered publish of a stream with no
+// fault is one. Other errors (a conflict, a message too large) say
 // nothing of the stream's storage.
 func (f *WriteFaults) publishFailed(stream string, err error, unanswered bool) {
 	if f == nil || err == nil {
@@ -102,15 +104,25 @@ func (f *WriteFaults) publishFailed(stream string, err error, unanswered bool) {
 	switch {
 	case storageFault(err):
 		f.failed(stream, err)
+	case (unanswered || Unavailable(err)) && f.renewed(stream):
 	case unanswered:
 		f.failed(stream, fmt.Errorf("a publish got no answer in %s while NATS was connected: %w", opTimeout, err))
-	case Unavailable(err) && f.held.Load() > 0:
-		f.mu.Lock()
-		if w, ok := f.byStream[stream]; ok {
-			f.byStream[stream] = &WriteFault{Stream: stream, Err: w.Err, Seq: f.seq.Add(1)}
-		}
-		f.mu.Unlock()
 	}
+}
+
+// renewed gives stream's fault, if one holds, a new Seq and the same
+// cause, and reports whether one held.
+func (f *WriteFaults) renewed(stream string) bool {
+	if f.held.Load() == 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.byStream[stream]
+	if ok {
+		f.byStream[stream] = &WriteFault{Stream: stream, Err: w.Err, Seq: f.seq.Add(1)}
+	}
+	return ok
 }
 
 // failed records that stream failed to store a write, for err.
