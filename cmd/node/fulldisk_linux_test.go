@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
 // A node whose data disk fills under load is not ready at once, saying
@@ -22,15 +24,7 @@ import (
 // CAP_SYS_ADMIN); skipped where the machine does not allow one, as
 // store/jetstream's full-disk tests.
 func TestReadyzFollowsAFullDisk(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=32m,mode=0700"); err != nil {
-		t.Skipf("a tmpfs cannot be mounted here (%v): the full disk is not reproduced", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
+	dir := natstest.Tmpfs(t, "32m")
 	base := serving(t, filepath.Join(dir, "data"))
 	if body := until(t, base, http.StatusOK); body["ready"] != true {
 		t.Fatalf("/readyz body %v, want ready true", body)

@@ -14,6 +14,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cairn-agents/cairn/store/jetstream"
+	"github.com/cairn-agents/cairn/store/jetstream/natstest"
 )
 
 // An embedded server started while its disk is full stores again once the
@@ -24,15 +25,7 @@ import (
 // a tmpfs of its own (root, or CAP_SYS_ADMIN); skipped where the machine
 // does not allow one.
 func TestServerStartedOnAFullDiskStoresOnceSpaceReturns(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
-		t.Skipf("a tmpfs cannot be mounted here (%v): the full disk is not reproduced", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
+	dir := natstest.Tmpfs(t, "64m")
 	store := filepath.Join(dir, "data")
 	ctx := context.Background()
 	publish := func(srv *jetstream.Server, what string) error {
@@ -108,15 +101,7 @@ func fillUp(path string) error {
 // answers such a publish with nothing), and would learn of it only when
 // its request times out. Needs a tmpfs of its own, as the test above.
 func TestServerReportsAFullDisk(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m,mode=0700"); err != nil {
-		t.Skipf("a tmpfs cannot be mounted here (%v): the full disk is not reproduced", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
+	dir := natstest.Tmpfs(t, "16m")
 	ctx := context.Background()
 	faults := &jetstream.WriteFaults{}
 	srv, err := jetstream.StartServer(jetstream.ServerConfig{StoreDir: filepath.Join(dir, "data"), WriteFaults: faults})
