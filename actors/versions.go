@@ -304,23 +304,23 @@ func (n *Node) Version(ctx context.Context, id string) (definition.Version, erro
 }
 
 // PruneVersions removes from the log's storage the definition versions no
-// run needs any more, and keeps this node's own fresh. A version is kept
+// run needs any more. A version is kept
 // when it is current on this node, when referenced names it (the
 // versions the runs the log still holds name: projections.Runs.Definitions),
 // or when it is the closure of a child agent within a kept version (a
 // run of it may spawn that child at any time, under that closure); it is
 // removed only when, besides, its stored copy was last written more than
 // grace ago, by the node's clock. Every member keeps its own current
-// versions fresh here (each is written again once its copy is older than a
-// quarter of grace), so a version current on a member whose runs this
-// node's index has not seen yet is never older than that. A removal is
+// versions fresh (keepFresh writes each again once its copy is older than
+// a quarter of VersionGrace), so a version current on a member whose runs
+// this node's index has not seen yet is never older than that. A removal is
 // fenced on the revision read: a member that wrote the version again
 // meanwhile wins. It returns the versions removed.
 func (n *Node) PruneVersions(ctx context.Context, referenced map[string]bool, grace time.Duration) ([]string, error) {
 	v := n.versions
-	keep, current := map[string]bool{}, map[string]bool{}
+	keep := map[string]bool{}
 	for _, id := range v.current {
-		keep[id], current[id] = true, true
+		keep[id] = true
 	}
 	for id := range referenced {
 		keep[id] = true
@@ -358,17 +358,7 @@ func (n *Node) PruneVersions(ctx context.Context, referenced map[string]bool, gr
 			_ = keys.Stop()
 			return removed, fmt.Errorf("actors: definition %s: %w", definition.Short(key), err)
 		}
-		age := now.Sub(e.Created())
-		switch {
-		case current[key]:
-			if age > grace/4 {
-				if _, err := v.kv.Put(ctx, key, e.Value()); err != nil {
-					_ = keys.Stop()
-					return removed, fmt.Errorf("actors: definition %s: %w", definition.Short(key), err)
-				}
-			}
-		case keep[key] || age <= grace || age < 0:
-		default:
+		if age := now.Sub(e.Created()); !keep[key] && age > grace {
 			err := v.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
 			if err != nil && !isWrongLastRevision(err) {
 				_ = keys.Stop()
