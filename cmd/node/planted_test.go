@@ -335,6 +335,15 @@ func TestPlantedSecret(t *testing.T) {
 				t.Fatalf("the run did not complete with its output redacted: %s", shown)
 			}
 			get("the view", "/v1/runs/"+run+"/view")
+			// The agents and the run's definition version, as pinned.
+			var pinnedRun struct {
+				Definition string `json:"definition"`
+			}
+			if err := json.Unmarshal([]byte(shown), &pinnedRun); err != nil || pinnedRun.Definition == "" {
+				t.Fatalf("the run names no definition version: %s (%v)", shown, err)
+			}
+			get("the agents", "/v1/agents")
+			get("the run's definition version", "/v1/agents/planted/versions/"+pinnedRun.Definition)
 			transcript := get("the transcript", "/v1/runs/"+run+"/transcript")
 			for _, want := range []string{`"lookup_[REDACTED]"`, "openai.response_id", "openai.model", "getenv", "header"} {
 				if !strings.Contains(transcript, want) {
